@@ -1,0 +1,269 @@
+//! The real embedder: tokenizer + MiniLM encoder on tract + mean pooling.
+//!
+//! The tract plan is built once per model with a symbolic sequence length `S`
+//! (concretising per length costs 130-190 ms per new length and gains nothing) and shared
+//! by every [`Embedder`] forked from it; each fork has its own run state, so index
+//! building can embed on all cores from one loaded model.
+//!
+//! primd never pads: one text is one `[1, S]` run. A graph may take `input_ids` alone
+//! (what `models/fetch` writes) or also `attention_mask` / `token_type_ids` (what torch
+//! exports), which are then all ones / all zeros.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tract_onnx::prelude::*;
+
+use super::pool::mean_pool_normalize;
+use super::tokenize::WordPiece;
+use super::{DIM, Embed, EmbedError, Embedding, Fingerprint, Precision};
+
+/// File names inside a model directory.
+pub const MODEL_FILE: &str = "model.onnx";
+pub const TOKENIZER_FILE: &str = "tokenizer.json";
+
+/// Name of the token-embedding table in BERT exports (ours and torch's); its row count
+/// must equal the tokenizer's vocabulary.
+const WORD_EMBEDDINGS: &str = "embeddings.word_embeddings.weight";
+
+/// How to build an [`Embedder`].
+#[derive(Clone, Debug)]
+pub struct EmbedderOptions {
+    pub precision: Precision,
+    /// Threads tract may use inside one embed (matmuls, element-wise ops). 1 = the
+    /// calling thread only.
+    pub threads: usize,
+}
+
+impl Default for EmbedderOptions {
+    fn default() -> Self {
+        EmbedderOptions {
+            precision: Precision::Fp32,
+            threads: 1,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum InputRole {
+    Ids,
+    Mask,
+    TokenTypes,
+}
+
+type Plan = TypedRunnableModel;
+
+/// What [`build_plan`] returns: the plan, the role of each input, and the row count of
+/// the token-embedding table when the graph names it.
+type LoadedGraph = (Arc<Plan>, Vec<InputRole>, Option<usize>);
+
+/// all-MiniLM-L6-v2 on tract. Owns reusable buffers; [`Embedder::fork`] makes another
+/// one sharing the loaded model.
+pub struct Embedder {
+    tokenizer: Arc<WordPiece>,
+    plan: Arc<Plan>,
+    roles: Arc<[InputRole]>,
+    state: TypedSimpleState,
+    ids: Vec<i64>,
+    precision: Precision,
+    fingerprint: Fingerprint,
+}
+
+impl Embedder {
+    /// Loads `DIR/model.onnx` and `DIR/tokenizer.json` and checks that they belong together.
+    pub fn load(dir: &Path, opts: &EmbedderOptions) -> Result<Self, EmbedError> {
+        if !dir.is_dir() {
+            return Err(EmbedError::ModelDir { path: dir.into() });
+        }
+        if opts.precision != Precision::Fp32 {
+            return Err(EmbedError::UnsupportedPrecision {
+                precision: opts.precision,
+            });
+        }
+        let model_path = dir.join(MODEL_FILE);
+        if !model_path.is_file() {
+            return Err(EmbedError::MissingFile { path: model_path });
+        }
+        let tokenizer = WordPiece::load(&dir.join(TOKENIZER_FILE))?;
+        let (plan, roles, vocab_rows) = build_plan(&model_path, opts.threads)?;
+        if let Some(rows) = vocab_rows
+            && rows != tokenizer.vocab_size()
+        {
+            return Err(EmbedError::Mismatch {
+                tokenizer: tokenizer.path().into(),
+                model: model_path,
+                reason: format!(
+                    "the tokenizer has {} tokens but the model's embedding table has {rows} rows",
+                    tokenizer.vocab_size()
+                ),
+            });
+        }
+        let state = plan.spawn().map_err(|e| inference(&e))?;
+        let mut fingerprint = [0u8; 32];
+        fingerprint[..16].copy_from_slice(&file_hash(&model_path)?);
+        fingerprint[16..].copy_from_slice(&file_hash(tokenizer.path())?);
+        Ok(Embedder {
+            tokenizer: Arc::new(tokenizer),
+            plan,
+            roles: roles.into(),
+            state,
+            ids: Vec::with_capacity(super::MAX_TOKENS),
+            precision: opts.precision,
+            fingerprint,
+        })
+    }
+
+    /// Another embedder on the same loaded model, with its own buffers (for another thread).
+    pub fn fork(&self) -> Result<Self, EmbedError> {
+        Ok(Embedder {
+            tokenizer: self.tokenizer.clone(),
+            plan: self.plan.clone(),
+            roles: self.roles.clone(),
+            state: self.plan.spawn().map_err(|e| inference(&e))?,
+            ids: Vec::with_capacity(super::MAX_TOKENS),
+            precision: self.precision,
+            fingerprint: self.fingerprint,
+        })
+    }
+
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    fn run(&mut self, out: &mut Embedding) -> Result<(), EmbedError> {
+        let n = self.ids.len();
+        let ids = Tensor::from_shape(&[1, n], &self.ids).map_err(|e| inference(&e))?;
+        let inputs: TVec<TValue> = self
+            .roles
+            .iter()
+            .map(|role| match role {
+                InputRole::Ids => Ok(ids.clone().into_tvalue()),
+                InputRole::Mask => Ok(Tensor::from_shape(&[1, n], &vec![1i64; n])?.into_tvalue()),
+                InputRole::TokenTypes => {
+                    Ok(Tensor::from_shape(&[1, n], &vec![0i64; n])?.into_tvalue())
+                }
+            })
+            .collect::<TractResult<_>>()
+            .map_err(|e| inference(&e))?;
+        let outputs = self.state.run(inputs).map_err(|e| inference(&e))?;
+        let view = outputs[0].try_as_plain_ram().map_err(|e| inference(&e))?;
+        let hidden = view.as_slice::<f32>().map_err(|e| inference(&e))?;
+        if hidden.len() != n * DIM {
+            return Err(EmbedError::Inference(format!(
+                "model returned {} values for {n} tokens, expected {}",
+                hidden.len(),
+                n * DIM
+            )));
+        }
+        mean_pool_normalize(hidden, out);
+        Ok(())
+    }
+}
+
+impl Embed for Embedder {
+    fn embed_into(&mut self, text: &str, out: &mut Embedding) -> Result<usize, EmbedError> {
+        self.tokenizer.encode_into(text, &mut self.ids)?;
+        self.run(out)?;
+        Ok(self.ids.len())
+    }
+
+    fn count_tokens(&mut self, text: &str) -> Result<usize, EmbedError> {
+        self.tokenizer.encode_into(text, &mut self.ids)?;
+        Ok(self.ids.len())
+    }
+
+    fn fingerprint(&self) -> Fingerprint {
+        self.fingerprint
+    }
+}
+
+/// xxh3-128 of a file's bytes, streamed (the model is 86 MiB: never hold it twice).
+fn file_hash(path: &Path) -> Result<[u8; 16], EmbedError> {
+    use std::io::Read;
+    let fail = |e: std::io::Error| EmbedError::Model {
+        path: path.into(),
+        reason: e.to_string(),
+    };
+    let mut file = std::fs::File::open(path).map_err(fail)?;
+    let mut hasher = xxhash_rust::xxh3::Xxh3Default::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match file.read(&mut buf).map_err(fail)? {
+            0 => return Ok(hasher.digest128().to_le_bytes()),
+            n => hasher.update(&buf[..n]),
+        }
+    }
+}
+
+fn inference(e: &TractError) -> EmbedError {
+    EmbedError::Inference(format!("{e:#}"))
+}
+
+/// Loads, types, checks and optimises the graph; returns the plan, what each input is,
+/// and the row count of the token-embedding table when the graph names it.
+fn build_plan(path: &Path, threads: usize) -> Result<LoadedGraph, EmbedError> {
+    let fail = |reason: String| EmbedError::Model {
+        path: PathBuf::from(path),
+        reason,
+    };
+    // Exporters write their own dimension names (`batch`, `sequence`) which clash with
+    // ours; ignore them and state the input facts ourselves.
+    let mut model = tract_onnx::onnx()
+        .with_ignore_output_shapes(true)
+        .with_ignore_value_info(true)
+        .model_for_path(path)
+        .map_err(|e| fail(format!("{e:#}")))?;
+    let s = model.sym("S");
+    let mut roles = Vec::new();
+    for ix in 0..model.inputs.len() {
+        let name = model.node(model.inputs[ix].node).name.clone();
+        roles.push(match name.as_str() {
+            "input_ids" => InputRole::Ids,
+            "attention_mask" => InputRole::Mask,
+            "token_type_ids" => InputRole::TokenTypes,
+            other => {
+                return Err(fail(format!(
+                    "unexpected input {other:?}: a BERT encoder takes input_ids \
+                     (and optionally attention_mask, token_type_ids)"
+                )));
+            }
+        });
+        let fact = InferenceFact::dt_shape(i64::datum_type(), tvec![1.to_dim(), s.to_dim()]);
+        model
+            .set_input_fact(ix, fact)
+            .map_err(|e| fail(format!("{e:#}")))?;
+    }
+    if !roles.iter().any(|r| matches!(r, InputRole::Ids)) {
+        return Err(fail("the graph has no input named input_ids".into()));
+    }
+    // Initializers are const nodes named after themselves until the graph is typed.
+    let vocab_rows = model
+        .node_by_name(WORD_EMBEDDINGS)
+        .ok()
+        .and_then(|n| n.outputs[0].fact.shape.as_concrete_finite().ok().flatten())
+        .and_then(|shape| shape.first().copied());
+    let typed = model.into_typed().map_err(|e| fail(format!("{e:#}")))?;
+
+    let out = typed.output_fact(0).map_err(|e| fail(format!("{e:#}")))?;
+    let dims: Vec<TDim> = out.shape.iter().cloned().collect();
+    if out.datum_type != f32::datum_type() || dims.len() != 3 || dims[2] != DIM.to_dim() {
+        return Err(fail(format!(
+            "output 0 is {:?} {dims:?}; primd expects f32 [1, S, {DIM}] (token states of a \
+             384-wide MiniLM encoder)",
+            out.datum_type
+        )));
+    }
+    if vocab_rows.is_none() {
+        log::warn!("{path:?} has no {WORD_EMBEDDINGS} table: tokenizer/model match not checked");
+    }
+
+    let options = RunOptions {
+        executor: (threads > 1).then(|| tract_linalg::multithread::Executor::multithread(threads)),
+        ..Default::default()
+    };
+    let plan = typed
+        .into_optimized()
+        .and_then(|m| m.into_runnable_with_options(&options))
+        .map_err(|e| fail(format!("{e:#}")))?;
+    Ok((plan, roles, vocab_rows))
+}

@@ -1,0 +1,796 @@
+//! The index reader: a read-only memory map plus the section ranges validated at open.
+//!
+//! Invariants, and why:
+//! - **No copy, no allocation while searching.** The file is mapped, and `codes`, `vector`,
+//!   `scale` and `passage` hand out borrowed slices of the mapping; the OS pages in only what a
+//!   search touches, which is what lets a Pi hold a corpus larger than its free RAM.
+//! - **Validate once, cheaply, then slice freely.** `open` checks everything that slicing
+//!   depends on: header, versions, dimension, every section in bounds / aligned /
+//!   non-overlapping / of the length implied by `count` and `dim`, the footer magic, and the
+//!   passage offsets table (monotonic, records at least the minimum size, ending at the blob's
+//!   end). After that the accessors cannot index out of bounds for `i < len()`. All offset
+//!   arithmetic is checked, so no input file can make `open` or an accessor panic; what the
+//!   cheap checks cannot see (a flipped bit inside a vector, say) is the CRC's job in
+//!   [`Index::verify`], which reads the whole file and so runs only on request (`--verify`).
+//! - **Forward compatible.** A file from a newer format version is read if its
+//!   `min_reader_version` says this reader understands it: reserved header bytes, footer
+//!   reserved bytes and bytes after a record's last known field are ignored.
+
+use std::fmt;
+use std::fs::File;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use memmap2::{Mmap, MmapOptions};
+
+use super::error::{IndexError, hex_prefix};
+use super::format::{
+    ALIGN, FOOTER_MAGIC, FOOTER_SIZE, FORMAT_VERSION, Fingerprint, HEADER_SIZE, Header, IndexMeta,
+    MAGIC, MAX_DIM, MIN_DIM, MIN_RECORD, OLDEST_SUPPORTED, PassageRef, SEC_BLOB, SEC_CODES,
+    SEC_OFFSETS, SEC_SCALES, SEC_VECTORS, SECTION_COUNT, SECTION_NAMES, align_up, decode_record,
+    expected_lengths,
+};
+
+/// An open, validated, memory-mapped index.
+pub struct Index {
+    map: Mmap,
+    path: PathBuf,
+    meta: IndexMeta,
+    count: usize,
+    dim: usize,
+    code_bytes: usize,
+    /// Byte ranges of the sections inside `map`, validated by `open`.
+    sections: [Range<usize>; SECTION_COUNT],
+    /// Start of the footer = end of the CRC-covered bytes.
+    footer: usize,
+}
+
+impl fmt::Debug for Index {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Index")
+            .field("path", &self.path)
+            .field("meta", &self.meta)
+            .field("len", &self.count)
+            .field("file_size", &self.map.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Index {
+    /// Maps `path` and runs the cheap checks (see the module doc); O(count) for the offsets
+    /// table, otherwise O(1). Does not check the CRC: call [`Index::verify`] for that.
+    pub fn open(path: &Path) -> Result<Index, IndexError> {
+        let io = |source| IndexError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = File::open(path).map_err(io)?;
+        let size = file.metadata().map_err(io)?.len();
+        let min = (HEADER_SIZE + FOOTER_SIZE) as u64;
+        if size < min {
+            // Also keeps us from mapping an empty file.
+            return Err(IndexError::Truncated {
+                path: path.to_path_buf(),
+                size,
+                needed: min,
+            });
+        }
+        // SAFETY: `Mmap` is unsafe because the bytes behind it may change if another process
+        // writes to the file while it is mapped (and a truncation would turn our reads into
+        // SIGBUS). Index files are written only by `write_index`, which never modifies a file
+        // in place: it writes a new file under a temporary name and renames it over the old
+        // one, so a mapping made here keeps referring to the old inode, whose contents no one
+        // changes. Replacing an index any other way (`cp` onto it, editing it in place) is
+        // unsupported and documented as such in FORMAT.md. The map is read-only and private to
+        // this struct; every slice we hand out borrows `self`, so none outlives the mapping.
+        let map = unsafe { MmapOptions::new().map(&file) }.map_err(io)?;
+        drop(file);
+        let mut index = Index {
+            path: path.to_path_buf(),
+            meta: IndexMeta {
+                dim: 0,
+                fingerprint: [0; 32],
+                chunk_words: 0,
+                overlap_words: 0,
+            },
+            count: 0,
+            dim: 0,
+            code_bytes: 0,
+            sections: Default::default(),
+            footer: 0,
+            map,
+        };
+        index.validate()?;
+        Ok(index)
+    }
+
+    fn corrupt(&self, what: impl Into<String>) -> IndexError {
+        IndexError::Corrupt {
+            path: self.path.clone(),
+            what: what.into(),
+        }
+    }
+
+    /// Fills in the parsed fields of a freshly mapped index, or says why the file is unusable.
+    fn validate(&mut self) -> Result<(), IndexError> {
+        let path = || self.path.clone();
+        let bytes: &[u8] = &self.map;
+        let size = bytes.len() as u64;
+        let Some(head) = bytes.first_chunk::<HEADER_SIZE>() else {
+            let needed = (HEADER_SIZE + FOOTER_SIZE) as u64;
+            return Err(IndexError::Truncated {
+                path: path(),
+                size,
+                needed,
+            });
+        };
+        let h = Header::decode(head);
+        if h.magic != MAGIC {
+            return Err(IndexError::BadMagic { path: path() });
+        }
+        let supported = (OLDEST_SUPPORTED, FORMAT_VERSION);
+        if h.min_reader_version > FORMAT_VERSION {
+            let found = h.format_version.max(h.min_reader_version);
+            return Err(IndexError::UnsupportedVersion {
+                path: path(),
+                found,
+                supported,
+            });
+        }
+        if h.format_version < OLDEST_SUPPORTED {
+            let found = h.format_version;
+            return Err(IndexError::UnsupportedVersion {
+                path: path(),
+                found,
+                supported,
+            });
+        }
+        let dim = h.meta.dim;
+        if !dim.is_multiple_of(8) || !(MIN_DIM..=MAX_DIM).contains(&dim) {
+            return Err(self.corrupt(format!(
+                "dimension {dim} is not a multiple of 8 in {MIN_DIM}..={MAX_DIM}"
+            )));
+        }
+        if h.count == 0 {
+            return Err(IndexError::Empty { path: path() });
+        }
+        let Some(lens) = expected_lengths(h.count, u64::from(dim)) else {
+            return Err(self.corrupt(format!("passage count {} is impossibly large", h.count)));
+        };
+
+        // Section table: aligned, after the header, in bounds, lengths as implied.
+        let mut max_end = HEADER_SIZE as u64;
+        for (i, s) in h.sections.iter().enumerate() {
+            let name = SECTION_NAMES[i];
+            if !s.offset.is_multiple_of(ALIGN) || s.offset < HEADER_SIZE as u64 {
+                return Err(self.corrupt(format!(
+                    "{name} section offset {} is not 64-byte aligned after the header",
+                    s.offset
+                )));
+            }
+            if i != SEC_BLOB && s.len != lens[i] {
+                return Err(self.corrupt(format!(
+                    "{name} section is {} bytes, expected {} for {} passages of dimension {dim}",
+                    s.len, lens[i], h.count
+                )));
+            }
+            let Some(end) = s.end() else {
+                return Err(self.corrupt(format!("{name} section extends past 2^64")));
+            };
+            max_end = max_end.max(end);
+        }
+        for (i, a) in h.sections.iter().enumerate() {
+            for (j, b) in h.sections.iter().enumerate().skip(i + 1) {
+                // Ends cannot overflow: checked above.
+                let (a_end, b_end) = (a.offset + a.len, b.offset + b.len);
+                if a.offset < b_end && b.offset < a_end {
+                    return Err(self.corrupt(format!(
+                        "{} and {} sections overlap",
+                        SECTION_NAMES[i], SECTION_NAMES[j]
+                    )));
+                }
+            }
+        }
+        let needed = align_up(max_end)
+            .and_then(|e| e.checked_add(FOOTER_SIZE as u64))
+            .ok_or_else(|| self.corrupt("section table points past 2^64"))?;
+        if size < needed {
+            return Err(IndexError::Truncated {
+                path: path(),
+                size,
+                needed,
+            });
+        }
+        // size >= needed >= HEADER_SIZE + FOOTER_SIZE, so this cannot underflow.
+        let footer = bytes.len() - FOOTER_SIZE;
+        if bytes[footer + 4..footer + 12] != FOOTER_MAGIC {
+            return Err(self.corrupt("footer magic PRIMDEND missing (truncated or overwritten?)"));
+        }
+
+        // Every section end is <= needed <= size = bytes.len(), so these fit in usize.
+        let mut sections: [Range<usize>; SECTION_COUNT] = Default::default();
+        for (r, s) in sections.iter_mut().zip(&h.sections) {
+            let to_usize = |x: u64| usize::try_from(x).ok();
+            match (to_usize(s.offset), to_usize(s.offset + s.len)) {
+                (Some(a), Some(b)) => *r = a..b,
+                _ => return Err(self.corrupt("section does not fit in memory")),
+            }
+        }
+        let count = usize::try_from(h.count)
+            .map_err(|_| self.corrupt("passage count does not fit in memory"))?;
+
+        // Passage offsets: start at 0, each record at least MIN_RECORD bytes (so strictly
+        // increasing), the last one ending exactly at the blob's end.
+        let blob_len = h.sections[SEC_BLOB].len;
+        let offsets = &bytes[sections[SEC_OFFSETS].clone()];
+        let mut prev: Option<u64> = None;
+        for (i, b) in offsets.chunks_exact(8).enumerate() {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            let off = u64::from_le_bytes(a);
+            let ok = match prev {
+                None => off == 0,
+                Some(p) => p.checked_add(MIN_RECORD).is_some_and(|min| off >= min),
+            } && off <= blob_len;
+            if !ok {
+                return Err(self.corrupt(format!(
+                    "passage offset {i} = {off} is out of order or outside the blob ({blob_len} bytes)"
+                )));
+            }
+            prev = Some(off);
+        }
+        if prev != Some(blob_len) {
+            return Err(self.corrupt(format!(
+                "passage offsets end at {prev:?}, the blob is {blob_len} bytes"
+            )));
+        }
+
+        self.dim = dim as usize;
+        self.code_bytes = self.dim / 8;
+        self.count = count;
+        self.meta = h.meta;
+        self.sections = sections;
+        self.footer = footer;
+        Ok(())
+    }
+
+    /// Full check: CRC-32 of every byte before the footer against the stored one. Reads (and so
+    /// pages in) the whole file, which is slow on a Pi's SD card: run it behind `--verify`.
+    pub fn verify(&self) -> Result<(), IndexError> {
+        let (data, footer) = self.map.split_at(self.footer);
+        let stored = u32::from_le_bytes([footer[0], footer[1], footer[2], footer[3]]);
+        let computed = crc32fast::hash(data);
+        if stored != computed {
+            return Err(IndexError::Checksum {
+                path: self.path.clone(),
+                stored,
+                computed,
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses an index whose vectors came from another model or tokenizer.
+    pub fn check_fingerprint(&self, expected: &Fingerprint) -> Result<(), IndexError> {
+        if &self.meta.fingerprint != expected {
+            return Err(IndexError::ModelMismatch {
+                path: self.path.clone(),
+                index: hex_prefix(&self.meta.fingerprint),
+                model: hex_prefix(expected),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn meta(&self) -> &IndexMeta {
+        &self.meta
+    }
+
+    /// Number of passages (never 0 for an opened index).
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Always false for an opened index (`open` refuses an empty one); here for API hygiene.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Bytes per sign code: `dim / 8`.
+    pub fn code_bytes(&self) -> usize {
+        self.code_bytes
+    }
+
+    /// All sign codes, contiguous: code `i` is `codes()[i * code_bytes() .. (i + 1) * code_bytes()]`.
+    pub fn codes(&self) -> &[u8] {
+        &self.map[self.sections[SEC_CODES].clone()]
+    }
+
+    /// The int8 vector of passage `i` (dequantise with `scale(i)`).
+    ///
+    /// # Panics
+    /// If `i >= len()`, like slice indexing (a caller bug; no file content can cause it).
+    pub fn vector(&self, i: usize) -> &[i8] {
+        assert!(
+            i < self.count,
+            "vector {i} out of range (len {})",
+            self.count
+        );
+        let start = self.sections[SEC_VECTORS].start + i * self.dim;
+        bytes_as_i8(&self.map[start..start + self.dim])
+    }
+
+    /// The quantisation scale of vector `i`.
+    ///
+    /// # Panics
+    /// If `i >= len()`.
+    pub fn scale(&self, i: usize) -> f32 {
+        assert!(
+            i < self.count,
+            "scale {i} out of range (len {})",
+            self.count
+        );
+        let at = self.sections[SEC_SCALES].start + 4 * i;
+        let b = &self.map[at..at + 4];
+        f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    }
+
+    /// Passage `i`, borrowed from the mapping. A record that does not decode (bad length,
+    /// invalid UTF-8) is [`IndexError::Corrupt`]; nothing in the file can make this panic.
+    ///
+    /// # Panics
+    /// If `i >= len()`.
+    pub fn passage(&self, i: usize) -> Result<PassageRef<'_>, IndexError> {
+        assert!(
+            i < self.count,
+            "passage {i} out of range (len {})",
+            self.count
+        );
+        // Validated by `open`, but re-checked with `get` so a logic slip is an error, not a panic.
+        let offsets = &self.map[self.sections[SEC_OFFSETS].clone()];
+        let blob = &self.map[self.sections[SEC_BLOB].clone()];
+        let read = |k: usize| -> Option<usize> {
+            let b = offsets.get(k.checked_mul(8)?..)?.first_chunk::<8>()?;
+            usize::try_from(u64::from_le_bytes(*b)).ok()
+        };
+        let rec = read(i)
+            .zip(read(i + 1))
+            .and_then(|(a, b)| blob.get(a..b))
+            .ok_or_else(|| self.corrupt(format!("passage {i}: record outside the blob")))?;
+        decode_record(rec).map_err(|e| self.corrupt(format!("passage {i}: {e}")))
+    }
+}
+
+/// Reinterprets bytes as `i8`s without copying.
+fn bytes_as_i8(b: &[u8]) -> &[i8] {
+    // SAFETY: `u8` and `i8` have the same size and alignment (1) and every bit pattern is a
+    // valid `i8`; the pointer and length come from a valid `&[u8]`, and the returned slice has
+    // the same lifetime, so it covers exactly the same borrowed, immutable memory.
+    unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<i8>(), b.len()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::format::{
+        OFF_COUNT, OFF_DIM, OFF_FORMAT_VERSION, OFF_MIN_READER_VERSION, OFF_SECTIONS,
+        PassageRecord, quantize_i8, sign_code,
+    };
+    use crate::index::test_support::{XorShift, corpus, meta};
+    use crate::index::write_index;
+
+    fn build(
+        dir: &Path,
+        count: usize,
+        dim: usize,
+        seed: u64,
+    ) -> (PathBuf, Vec<PassageRecord>, Vec<f32>) {
+        let (passages, vectors) = corpus(count, dim, seed);
+        let p = dir.join("t.idx");
+        write_index(&p, &meta(dim as u32), &passages, &vectors).unwrap();
+        (p, passages, vectors)
+    }
+
+    fn section(bytes: &[u8], i: usize) -> (usize, usize) {
+        let at = OFF_SECTIONS + 16 * i;
+        let off = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+        let len = u64::from_le_bytes(bytes[at + 8..at + 16].try_into().unwrap());
+        (off as usize, len as usize)
+    }
+
+    fn put_u32(bytes: &mut [u8], at: usize, v: u32) {
+        bytes[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    }
+
+    fn put_u64(bytes: &mut [u8], at: usize, v: u64) {
+        bytes[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    }
+
+    /// Writes `bytes` to a fresh file and opens it.
+    fn open_bytes(dir: &Path, bytes: &[u8]) -> Result<Index, IndexError> {
+        let p = dir.join("m.idx");
+        // Unlink first: ext4 flushes a file truncated and rewritten in place on close
+        // (auto_da_alloc), which made these loops I/O bound.
+        let _ = std::fs::remove_file(&p);
+        std::fs::write(&p, bytes).unwrap();
+        Index::open(&p)
+    }
+
+    /// Touches everything an index hands out; must never panic.
+    fn touch_all(ix: &Index) -> usize {
+        let mut acc = ix.codes().iter().map(|&b| b as usize).sum::<usize>();
+        for i in 0..ix.len() {
+            acc += ix
+                .vector(i)
+                .iter()
+                .map(|&x| x as u8 as usize)
+                .sum::<usize>();
+            acc += ix.scale(i).to_bits() as usize & 1;
+            if let Ok(p) = ix.passage(i) {
+                acc += p.id.len() + p.title.len() + p.text.len() + p.chunk as usize;
+            }
+        }
+        let _ = ix.verify();
+        acc
+    }
+
+    #[test]
+    fn round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let dim = 384;
+        let (p, passages, vectors) = build(dir.path(), 37, dim, 42);
+        let ix = Index::open(&p).unwrap();
+        ix.verify().unwrap();
+        assert_eq!(ix.meta(), &meta(dim as u32));
+        assert_eq!(ix.path(), p.as_path());
+        assert_eq!(
+            (ix.len(), ix.is_empty(), ix.dim(), ix.code_bytes()),
+            (37, false, dim, dim / 8)
+        );
+        assert_eq!(ix.codes().len(), 37 * dim / 8);
+        ix.check_fingerprint(&meta(dim as u32).fingerprint).unwrap();
+        for (i, (v, want)) in vectors.chunks_exact(dim).zip(&passages).enumerate() {
+            let mut code = vec![0u8; dim / 8];
+            sign_code(v, &mut code);
+            assert_eq!(&ix.codes()[i * dim / 8..(i + 1) * dim / 8], &code[..]);
+            let mut q = vec![0i8; dim];
+            let s = quantize_i8(v, &mut q);
+            assert_eq!(ix.vector(i), &q[..]);
+            assert_eq!(ix.scale(i).to_bits(), s.to_bits());
+            let got = ix.passage(i).unwrap();
+            assert_eq!(got.id, want.id);
+            assert_eq!(got.title, want.title);
+            assert_eq!(got.text, want.text);
+            assert_eq!(
+                (got.chunk, got.word_start, got.word_end),
+                (want.chunk, want.word_start, want.word_end)
+            );
+        }
+        // every section is 64-byte aligned
+        let bytes = std::fs::read(&p).unwrap();
+        for s in 0..SECTION_COUNT {
+            assert_eq!(section(&bytes, s).0 % 64, 0);
+        }
+        assert!(format!("{ix:?}").contains("t.idx"));
+    }
+
+    #[test]
+    fn open_survives_the_writer_replacing_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, passages, _) = build(dir.path(), 5, 16, 1);
+        let old = Index::open(&p).unwrap();
+        let (other, vectors) = corpus(9, 32, 2);
+        write_index(&p, &meta(32), &other, &vectors).unwrap();
+        // the old mapping still sees the old inode
+        assert_eq!(old.len(), 5);
+        assert_eq!(old.passage(4).unwrap().text, passages[4].text);
+        old.verify().unwrap();
+        assert_eq!(Index::open(&p).unwrap().len(), 9);
+    }
+
+    #[test]
+    fn truncated_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, _, _) = build(dir.path(), 20, 64, 3);
+        let bytes = std::fs::read(&p).unwrap();
+        let n = bytes.len();
+        let (vec_off, _) = section(&bytes, SEC_VECTORS);
+        let (blob_off, blob_len) = section(&bytes, SEC_BLOB);
+        let cuts = [
+            0,
+            1,
+            7,
+            100,         // mid-header
+            HEADER_SIZE, // header only
+            HEADER_SIZE + FOOTER_SIZE,
+            vec_off + 10,            // mid-section
+            blob_off + blob_len / 2, // mid-blob
+            n - FOOTER_SIZE,         // footer missing
+            n - 1,                   // footer cut short
+        ];
+        for cut in cuts {
+            let err = open_bytes(dir.path(), &bytes[..cut]).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    IndexError::Truncated { .. } | IndexError::Corrupt { .. }
+                ),
+                "cut at {cut}: {err}"
+            );
+            if cut < n - FOOTER_SIZE {
+                assert!(
+                    matches!(err, IndexError::Truncated { size, .. } if size == cut as u64),
+                    "cut at {cut}: {err}"
+                );
+            }
+        }
+        // every other cut point too: never a panic, never Ok
+        for cut in 0..n {
+            assert!(
+                open_bytes(dir.path(), &bytes[..cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn wrong_magic() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, _, _) = build(dir.path(), 3, 16, 4);
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[0] = b'X';
+        let err = open_bytes(dir.path(), &bytes).unwrap_err();
+        assert!(matches!(err, IndexError::BadMagic { .. }), "{err}");
+        assert!(err.to_string().contains("is not a primd index"));
+        // a random non-index file of a plausible size
+        let err = open_bytes(dir.path(), &[b'#'; 4096]).unwrap_err();
+        assert!(matches!(err, IndexError::BadMagic { .. }), "{err}");
+    }
+
+    #[test]
+    fn versions() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, _, _) = build(dir.path(), 3, 16, 5);
+        let orig = std::fs::read(&p).unwrap();
+
+        // newer format that old readers must not read
+        let mut b = orig.clone();
+        put_u32(&mut b, OFF_FORMAT_VERSION, 2);
+        put_u32(&mut b, OFF_MIN_READER_VERSION, 2);
+        let err = open_bytes(dir.path(), &b).unwrap_err();
+        match &err {
+            IndexError::UnsupportedVersion {
+                found, supported, ..
+            } => {
+                assert_eq!(
+                    (*found, *supported),
+                    (2, (OLDEST_SUPPORTED, FORMAT_VERSION))
+                );
+            }
+            other => panic!("expected UnsupportedVersion, got {other}"),
+        }
+        assert!(err.to_string().contains("newer primd"), "{err}");
+
+        // newer format with forward-compatible additions: still readable
+        let mut b = orig.clone();
+        put_u32(&mut b, OFF_FORMAT_VERSION, 5);
+        put_u32(&mut b, OFF_MIN_READER_VERSION, 1);
+        b[200] = 0xaa; // a field in the reserved tail that we do not know
+        let ix = open_bytes(dir.path(), &b).unwrap();
+        assert_eq!(ix.len(), 3);
+
+        // too old
+        let mut b = orig.clone();
+        put_u32(&mut b, OFF_FORMAT_VERSION, 0);
+        let err = open_bytes(dir.path(), &b).unwrap_err();
+        assert!(
+            matches!(err, IndexError::UnsupportedVersion { found: 0, .. }),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("rebuild it with build-index"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn flipped_vector_byte_passes_open_fails_verify() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, _, _) = build(dir.path(), 10, 32, 6);
+        let mut bytes = std::fs::read(&p).unwrap();
+        let (off, len) = section(&bytes, SEC_VECTORS);
+        bytes[off + len / 2] ^= 0x10;
+        let ix = open_bytes(dir.path(), &bytes).unwrap();
+        let err = ix.verify().unwrap_err();
+        assert!(matches!(err, IndexError::Checksum { .. }), "{err}");
+        assert!(err.to_string().contains("rebuild"), "{err}");
+    }
+
+    #[test]
+    fn foreign_fingerprint() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, _, _) = build(dir.path(), 3, 16, 7);
+        let ix = Index::open(&p).unwrap();
+        let mut other = meta(16).fingerprint;
+        other[0] ^= 0xff;
+        let err = ix.check_fingerprint(&other).unwrap_err();
+        match &err {
+            IndexError::ModelMismatch { index, model, .. } => {
+                assert_eq!(index, &hex_prefix(&meta(16).fingerprint));
+                assert_eq!(model, &hex_prefix(&other));
+                assert_ne!(index, model);
+            }
+            other => panic!("expected ModelMismatch, got {other}"),
+        }
+        let msg = err.to_string();
+        assert!(
+            msg.contains("rebuild the index") && msg.contains("different model"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn corrupt_passage_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, _, _) = build(dir.path(), 6, 16, 8);
+        let orig = std::fs::read(&p).unwrap();
+        let (off, _) = section(&orig, SEC_OFFSETS);
+        let (_, blob_len) = section(&orig, SEC_BLOB);
+        let cases: [(usize, u64); 5] = [
+            (0, 8),                   // first offset not 0
+            (2, 1),                   // goes backwards
+            (3, u64::MAX),            // far outside the blob
+            (6, blob_len as u64 + 1), // last past the blob's end
+            (6, blob_len as u64 - 1), // last short of the blob's end
+        ];
+        for (k, v) in cases {
+            let mut b = orig.clone();
+            put_u64(&mut b, off + 8 * k, v);
+            let err = open_bytes(dir.path(), &b).unwrap_err();
+            assert!(
+                matches!(err, IndexError::Corrupt { .. }),
+                "offset {k} = {v}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn corrupt_header_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, _, _) = build(dir.path(), 6, 16, 9);
+        let orig = std::fs::read(&p).unwrap();
+        let is_err = |b: &[u8]| open_bytes(dir.path(), b).is_err();
+        for dim in [0u32, 4, 12, 24, 4104, u32::MAX] {
+            let mut b = orig.clone();
+            put_u32(&mut b, OFF_DIM, dim);
+            assert!(is_err(&b), "dim {dim}");
+        }
+        for count in [0u64, 5, 7, u64::MAX, u64::MAX / 8] {
+            let mut b = orig.clone();
+            put_u64(&mut b, OFF_COUNT, count);
+            assert!(is_err(&b), "count {count}");
+        }
+        let mut b = orig.clone();
+        put_u64(&mut b, OFF_COUNT, 0);
+        assert!(matches!(
+            open_bytes(dir.path(), &b),
+            Err(IndexError::Empty { .. })
+        ));
+        // misaligned, overlapping, out-of-bounds, overflowing sections
+        let (vec_off, _) = section(&orig, SEC_VECTORS);
+        for (field, v) in [
+            (OFF_SECTIONS + 16, vec_off as u64 + 1),
+            (OFF_SECTIONS + 16, 256),
+            (OFF_SECTIONS + 16, 0),
+            (OFF_SECTIONS + 16, 1 << 40),
+            (OFF_SECTIONS + 16 * 4, u64::MAX - 63),
+            (OFF_SECTIONS + 16 * 4 + 8, u64::MAX),
+        ] {
+            let mut b = orig.clone();
+            put_u64(&mut b, field, v);
+            assert!(is_err(&b), "field {field} = {v}");
+        }
+        // bad footer magic
+        let mut b = orig.clone();
+        let n = b.len();
+        b[n - 10] ^= 1;
+        assert!(matches!(
+            open_bytes(dir.path(), &b),
+            Err(IndexError::Corrupt { .. })
+        ));
+    }
+
+    #[test]
+    fn bad_record_is_corrupt_not_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, _, _) = build(dir.path(), 4, 16, 10);
+        let mut b = std::fs::read(&p).unwrap();
+        let (blob, _) = section(&b, SEC_BLOB);
+        // record 0's id length: huge
+        put_u32(&mut b, blob, u32::MAX);
+        let ix = open_bytes(dir.path(), &b).unwrap();
+        assert!(matches!(ix.passage(0), Err(IndexError::Corrupt { .. })));
+        assert!(ix.passage(1).is_ok());
+        // invalid UTF-8 in record 0's id
+        let mut b = std::fs::read(&p).unwrap();
+        let id_len = u32::from_le_bytes(b[blob..blob + 4].try_into().unwrap());
+        assert!(id_len > 0);
+        b[blob + 4] = 0xff;
+        let ix = open_bytes(dir.path(), &b).unwrap();
+        let err = ix.passage(0).unwrap_err();
+        assert!(matches!(err, IndexError::Corrupt { .. }), "{err}");
+    }
+
+    #[test]
+    fn random_mutations_never_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, _, _) = build(dir.path(), 7, 16, 12);
+        let orig = std::fs::read(&p).unwrap();
+        let n = orig.len();
+        let mut rng = XorShift::new(0x5eed);
+        let (mut opened, mut verified) = (0, 0);
+        for _ in 0..2000 {
+            let mut b = orig.clone();
+            match rng.below(6) {
+                // a few random byte flips anywhere
+                0 | 1 => {
+                    for _ in 0..1 + rng.below(4) {
+                        let at = rng.below(n as u64) as usize;
+                        b[at] ^= 1 + rng.below(255) as u8;
+                    }
+                }
+                // flips in the header (where the section table lives)
+                2 => {
+                    for _ in 0..1 + rng.below(3) {
+                        let at = rng.below(HEADER_SIZE as u64) as usize;
+                        b[at] ^= 1 << rng.below(8);
+                    }
+                }
+                // a random u64 in a header field or in the offsets table
+                3 => {
+                    let v = match rng.below(3) {
+                        0 => rng.next(),
+                        1 => rng.below(n as u64 * 2),
+                        _ => u64::MAX - rng.below(128),
+                    };
+                    let at = if rng.below(2) == 0 {
+                        8 * rng.below(HEADER_SIZE as u64 / 8) as usize
+                    } else {
+                        let (off, len) = section(&orig, SEC_OFFSETS);
+                        off + 8 * rng.below(len as u64 / 8) as usize
+                    };
+                    put_u64(&mut b, at, v);
+                }
+                // truncation
+                4 => b.truncate(rng.below(n as u64) as usize),
+                // garbage appended / a byte flip in the blob
+                _ => {
+                    let (off, len) = section(&orig, SEC_BLOB);
+                    let at = off + rng.below(len as u64) as usize;
+                    b[at] = rng.next() as u8;
+                    if rng.below(2) == 0 {
+                        b.extend_from_slice(&[rng.next() as u8; 64]);
+                    }
+                }
+            }
+            if let Ok(ix) = open_bytes(dir.path(), &b) {
+                opened += 1;
+                std::hint::black_box(touch_all(&ix));
+                if ix.verify().is_ok() {
+                    verified += 1;
+                }
+            }
+        }
+        // Sanity: the mutations exercise both paths.
+        assert!(opened > 100, "only {opened} of 2000 mutants opened");
+        assert!(verified < opened);
+    }
+}

@@ -1,0 +1,193 @@
+//! `build-index`: turns a corpus into a primd index, offline, on a workstation.
+//!
+//! Input is JSONL (`{"id", "title", "text"}` per line) or a folder of `.txt` / `.md`
+//! files. Long documents are split into overlapping word windows, each chunk keeping its
+//! parent id. Embeds on all cores (one model loaded, one forked run state per thread),
+//! then writes the index to a temporary file, fsyncs and renames it, so a crash never
+//! leaves half an index under the final name. The same input and options always give a
+//! byte-identical index.
+
+mod corpus;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use primd::embed::{DIM, Embed, Embedder, EmbedderOptions, Embedding, Precision};
+use primd::index::{IndexMeta, PassageRecord, write_index};
+
+/// Build a primd index from a corpus.
+#[derive(Parser, Debug)]
+#[command(name = "build-index", version)]
+struct Args {
+    /// Model directory (model.onnx + tokenizer.json, made by models/fetch)
+    #[arg(long, value_name = "DIR", default_value = "models")]
+    model: PathBuf,
+    /// JSONL file ({"id", "title", "text"} per line) or a folder of .txt/.md files
+    #[arg(long, value_name = "PATH")]
+    input: PathBuf,
+    /// Index file to write (replaced atomically)
+    #[arg(long, value_name = "FILE")]
+    output: PathBuf,
+    /// Split documents longer than this many words into windows (0: never split; the
+    /// model still truncates at 256 tokens)
+    #[arg(long, value_name = "N", default_value_t = corpus::DEFAULT_CHUNK_WORDS)]
+    chunk_words: u32,
+    /// Words shared by consecutive windows
+    #[arg(long, value_name = "N", default_value_t = corpus::DEFAULT_OVERLAP)]
+    overlap: u32,
+    /// Embedding threads (default: all cores)
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// fp32 weights (the default)
+    #[arg(long, conflicts_with = "int8")]
+    fp32: bool,
+    /// int8 weight matmuls (not available yet: refused with an error)
+    #[arg(long)]
+    int8: bool,
+    /// No progress bar
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("build-index: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    if args.chunk_words > 0 && args.overlap >= args.chunk_words {
+        bail!(
+            "--overlap ({}) must be smaller than --chunk-words ({})",
+            args.overlap,
+            args.chunk_words
+        );
+    }
+    let started = Instant::now();
+    let docs = corpus::read(&args.input)?;
+    let passages = corpus::chunk(&docs, args.chunk_words, args.overlap);
+    if passages.is_empty() {
+        bail!("{:?} holds no documents: nothing to index", args.input);
+    }
+    let precision = if args.int8 {
+        Precision::Int8
+    } else {
+        Precision::Fp32
+    };
+    let embedder = Embedder::load(
+        &args.model,
+        &EmbedderOptions {
+            precision,
+            threads: 1,
+        },
+    )?;
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, passages.len());
+
+    let embed_started = Instant::now();
+    let vectors = embed_all(&embedder, &passages, threads, args.quiet)?;
+    let embed_secs = embed_started.elapsed().as_secs_f64();
+
+    let meta = IndexMeta {
+        dim: DIM as u32,
+        fingerprint: embedder.fingerprint(),
+        chunk_words: args.chunk_words,
+        overlap_words: args.overlap,
+    };
+    let flat: Vec<f32> = vectors.iter().flatten().copied().collect();
+    write_index(&args.output, &meta, &passages, &flat)
+        .with_context(|| format!("writing {:?}", args.output))?;
+    eprintln!(
+        "build-index: {} documents → {} passages in {:?} ({:.1} passages/s embedding on {} threads, {:.1} s total)",
+        docs.len(),
+        passages.len(),
+        args.output,
+        passages.len() as f64 / embed_secs,
+        threads,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The text embedded for a passage: its title, then the chunk (as "title + text"
+/// retrieval baselines do; a title alone often names the topic a question is about).
+fn embed_text(p: &PassageRecord) -> String {
+    if p.title.is_empty() {
+        p.text.clone()
+    } else {
+        format!("{}\n{}", p.title, p.text)
+    }
+}
+
+/// Embeds every passage on `threads` threads, each with its own fork of the model.
+/// Passages are handed out by an atomic counter; every vector lands in its passage's
+/// slot, so the result does not depend on scheduling.
+fn embed_all(
+    embedder: &Embedder,
+    passages: &[PassageRecord],
+    threads: usize,
+    quiet: bool,
+) -> anyhow::Result<Vec<Embedding>> {
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(passages.len() as u64)
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} passages ({per_sec}, eta {eta})",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    let forks = (0..threads)
+        .map(|_| embedder.fork())
+        .collect::<Result<Vec<_>, _>>()?;
+    let (next, bar) = (&AtomicUsize::new(0), &bar);
+    let results: Vec<anyhow::Result<Vec<(usize, Embedding)>>> = std::thread::scope(|s| {
+        let workers: Vec<_> = forks
+            .into_iter()
+            .map(|mut e| {
+                s.spawn(move || -> anyhow::Result<Vec<(usize, Embedding)>> {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(p) = passages.get(i) else {
+                            return Ok(done);
+                        };
+                        let mut v = [0.0; DIM];
+                        e.embed_into(&embed_text(p), &mut v).with_context(|| {
+                            format!("embedding passage {:?} chunk {}", p.id, p.chunk)
+                        })?;
+                        done.push((i, v));
+                        bar.inc(1);
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("embedding thread panicked"))
+            .collect()
+    });
+    bar.finish_and_clear();
+    let mut vectors = vec![[0.0; DIM]; passages.len()];
+    for part in results {
+        for (i, v) in part? {
+            vectors[i] = v;
+        }
+    }
+    Ok(vectors)
+}
