@@ -22,6 +22,12 @@ pub enum Command {
     /// Embed texts with all-MiniLM-L6-v2; print one JSON line per text:
     /// {"text", "tokens", "embedding": [384 floats]}
     Embed(EmbedArgs),
+    /// Search an index; print one JSON line per query:
+    /// {"id", "results": [{"id", "title", "score", "text", "chunk"}], "ms": {...}}
+    Search(SearchArgs),
+    /// The daemon: read partial transcripts (stdin or a file), retrieve while the user
+    /// speaks, print one JSON line per utterance
+    Run(RunArgs),
 }
 
 #[derive(Args, Debug)]
@@ -56,4 +62,98 @@ pub struct EmbedArgs {
     pub model: ModelArgs,
     /// Texts to embed; with none, one text per line is read from stdin
     pub text: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct SearchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Index file made by build-index
+    #[arg(long, value_name = "FILE")]
+    pub index: PathBuf,
+    /// Results per query
+    #[arg(long, short, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub k: u16,
+    /// Candidates from the 1-bit scan that are reranked
+    #[arg(long, value_name = "C", default_value_t = primd::search::DEFAULT_CANDIDATES as u16,
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub candidates: u16,
+    /// Brute-force search over every passage (the reference for quality checks)
+    #[arg(long)]
+    pub exact: bool,
+    /// Check the index's full checksum before searching (reads the whole file)
+    #[arg(long)]
+    pub verify: bool,
+    /// Queries; with none, JSON lines {"id", "text"} are read from stdin
+    pub query: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Model directory holding model.onnx and tokenizer.json (made by models/fetch)
+    #[arg(long, value_name = "DIR", default_value = "models")]
+    pub model: PathBuf,
+    /// Index file made by build-index
+    #[arg(long, value_name = "FILE")]
+    pub index: PathBuf,
+    /// TOML file with a [layer1] section; flags override it
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Where partial transcripts come from: - (stdin) or a file
+    #[arg(long, value_name = "SOURCE", default_value = "-")]
+    pub input: String,
+    /// Input format
+    #[arg(long, value_enum, default_value_t = primd::input::DialectKind::Jsonl)]
+    pub dialect: primd::input::DialectKind,
+    /// Also print an event per speculative search (for prefetching)
+    #[arg(long)]
+    pub emit_speculative: bool,
+    /// Replay recorded input at its "t" timestamps, SPEED times faster than real time
+    #[arg(long, value_name = "SPEED")]
+    pub pace: Option<f64>,
+    /// Check the index's full checksum at start (reads the whole file)
+    #[arg(long)]
+    pub verify: bool,
+    /// Wait for the final transcript, then search (the baseline; layer1.enabled = false)
+    #[arg(long)]
+    pub no_streaming: bool,
+    /// New words between speculative searches
+    #[arg(long, value_name = "N")]
+    pub trigger_interval: Option<i64>,
+    /// Skip a speculative search when the embedding moved less than this (cosine)
+    #[arg(long, value_name = "COS")]
+    pub similarity_threshold: Option<f64>,
+    /// Candidates kept by a speculative scan
+    #[arg(long, value_name = "N")]
+    pub max_speculative_results: Option<i64>,
+    /// Threads tract may use inside one embed
+    #[arg(long, value_name = "N")]
+    pub embedder_threads: Option<i64>,
+    /// Partials with fewer words never trigger
+    #[arg(long, value_name = "N")]
+    pub min_tokens: Option<i64>,
+    /// Below this cosine between final and speculation, run a full search instead
+    #[arg(long, value_name = "COS")]
+    pub reflector_threshold: Option<f64>,
+    /// Candidates of a full search
+    #[arg(long, value_name = "N")]
+    pub full_search_candidates: Option<i64>,
+    /// Results per utterance
+    #[arg(long, value_name = "K")]
+    pub top_k: Option<i64>,
+    /// Do not embed the newest partial while idle
+    #[arg(long)]
+    pub no_idle_embed: bool,
+    /// Silence that ends an utterance, in milliseconds
+    #[arg(long, value_name = "MS")]
+    pub endpoint_ms: Option<i64>,
+    /// Filler words and phrases removed before embedding, comma-separated
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub fillers: Option<Vec<String>>,
+    /// fp32 weights (the default)
+    #[arg(long, conflicts_with = "int8")]
+    pub fp32: bool,
+    /// int8 weight matmuls (not available yet: refused with an error)
+    #[arg(long)]
+    pub int8: bool,
 }

@@ -4,5 +4,12 @@
 //! → [`index`] (the on-disk passages, 1-bit codes and int8 vectors) → … The command-line front end lives in `main.rs` and `cmd/`; everything here is a
 //! library so that `tools/build-index` and the tests use the same code as the daemon.
 
+pub mod config;
+pub mod daemon;
 pub mod embed;
 pub mod index;
+pub mod input;
+pub mod output;
+pub mod scan;
+pub mod search;
+pub mod stream;

@@ -2,12 +2,16 @@
 //! `Result`; `main` does the printing of errors.
 
 mod embed;
+mod run;
+mod search;
 
 use crate::cli::{Cli, Command};
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Embed(args) => embed::run(&args),
+        Command::Search(args) => search::run(&args),
+        Command::Run(args) => run::run(&args),
     }
 }
 

@@ -1,7 +1,10 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)] // each test binary uses a different subset
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use primd::embed::{DIM, Embed, Embedder, EmbedderOptions};
+use primd::index::{IndexMeta, PassageRecord, write_index};
 
 /// The model directory written by `models/fetch` (override with PRIMD_MODEL_DIR).
 ///
@@ -37,4 +40,35 @@ pub fn references() -> Vec<Reference> {
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+/// The golden corpus, embedded with the real model (title + text, as build-index does).
+pub fn build_real_index(dir: &Path) -> PathBuf {
+    let mut e = Embedder::load(&model_dir(), &EmbedderOptions::default()).unwrap();
+    let text = std::fs::read_to_string(data("golden-corpus.jsonl")).unwrap();
+    let (mut passages, mut vectors) = (Vec::new(), Vec::new());
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let (title, body) = (v["title"].as_str().unwrap(), v["text"].as_str().unwrap());
+        let mut emb = [0.0; DIM];
+        e.embed_into(&format!("{title}\n{body}"), &mut emb).unwrap();
+        vectors.extend_from_slice(&emb);
+        passages.push(PassageRecord {
+            id: v["id"].as_str().unwrap().into(),
+            title: title.into(),
+            text: body.into(),
+            chunk: 0,
+            word_start: 0,
+            word_end: 0,
+        });
+    }
+    let meta = IndexMeta {
+        dim: DIM as u32,
+        fingerprint: e.fingerprint(),
+        chunk_words: 0,
+        overlap_words: 0,
+    };
+    let path = dir.join("real.idx");
+    write_index(&path, &meta, &passages, &vectors).unwrap();
+    path
 }

@@ -1,0 +1,74 @@
+//! `primd run`: settings → model + index → the daemon.
+
+use std::io::BufRead;
+use std::sync::Arc;
+
+use anyhow::Context;
+use primd::config::{self, Layer1};
+use primd::daemon::{self, DaemonOptions};
+use primd::embed::{Embed, Embedder, EmbedderOptions};
+use primd::index::Index;
+
+use crate::cli::RunArgs;
+
+pub fn run(args: &RunArgs) -> anyhow::Result<()> {
+    let flags = Layer1 {
+        enabled: args.no_streaming.then_some(false),
+        trigger_interval: args.trigger_interval,
+        similarity_threshold: args.similarity_threshold,
+        max_speculative_results: args.max_speculative_results,
+        embedder_threads: args.embedder_threads,
+        min_tokens: args.min_tokens,
+        reflector_threshold: args.reflector_threshold,
+        full_search_candidates: args.full_search_candidates,
+        top_k: args.top_k,
+        idle_embed: args.no_idle_embed.then_some(false),
+        endpoint_ms: args.endpoint_ms,
+        fillers: args.fillers.clone(),
+        precision: if args.int8 {
+            Some("int8".into())
+        } else if args.fp32 {
+            Some("fp32".into())
+        } else {
+            None
+        },
+    };
+    let cfg = config::load(args.config.as_deref(), flags)?;
+    let index = Arc::new(Index::open(&args.index)?);
+    if args.verify {
+        index.verify()?;
+    }
+    let opts = EmbedderOptions {
+        precision: cfg.precision,
+        threads: cfg.embedder_threads,
+    };
+    let embedder = Embedder::load(&args.model, &opts)?;
+    index.check_fingerprint(&embedder.fingerprint())?;
+    let input: Box<dyn BufRead + Send> = if args.input == "-" {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else {
+        let file = std::fs::File::open(&args.input)
+            .with_context(|| format!("opening input {:?}", args.input))?;
+        Box::new(std::io::BufReader::new(file))
+    };
+    log::info!(
+        "serving {} passages from {:?}; streaming {}",
+        index.len(),
+        args.index,
+        if cfg.stream.enabled { "on" } else { "off" }
+    );
+    let dopts = DaemonOptions {
+        dialect: Some(args.dialect),
+        emit_speculative: args.emit_speculative,
+        pace: args.pace.unwrap_or(0.0),
+    };
+    daemon::run(
+        &cfg,
+        &dopts,
+        embedder,
+        index,
+        input,
+        Box::new(std::io::stdout()),
+    )?;
+    Ok(())
+}

@@ -1,0 +1,296 @@
+//! Raw settings (TOML file, then command-line flags) → one checked [`RunConfig`].
+//!
+//! The file's `[layer1]` section has the design note's keys (`enabled`,
+//! `trigger_interval`, `similarity_threshold`, `max_speculative_results`,
+//! `embedder_threads`) plus primd's own. Every key can be overridden by a flag of the
+//! same name (`--trigger-interval`, ...). Unknown keys and out-of-range values are
+//! refused with the key's name, so a typo never silently falls back to a default.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::embed::Precision;
+use crate::stream::StreamConfig;
+use crate::stream::normalize::DEFAULT_FILLERS;
+
+/// Everything `primd run` needs to know, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunConfig {
+    pub stream: StreamConfig,
+    pub embedder_threads: usize,
+    pub precision: Precision,
+    /// Silence (no new partial) that ends an utterance, in milliseconds.
+    pub endpoint_ms: u64,
+    pub fillers: Vec<String>,
+}
+
+/// The `[layer1]` keys, each optional: from the file, or from flags that override it.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Layer1 {
+    pub enabled: Option<bool>,
+    pub trigger_interval: Option<i64>,
+    pub similarity_threshold: Option<f64>,
+    pub max_speculative_results: Option<i64>,
+    pub embedder_threads: Option<i64>,
+    pub min_tokens: Option<i64>,
+    pub reflector_threshold: Option<f64>,
+    pub full_search_candidates: Option<i64>,
+    pub top_k: Option<i64>,
+    pub idle_embed: Option<bool>,
+    pub endpoint_ms: Option<i64>,
+    pub fillers: Option<Vec<String>>,
+    pub precision: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    layer1: Layer1,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path:?}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config {path:?}: {reason}")]
+    Parse { path: PathBuf, reason: String },
+    #[error("invalid layer1.{key}: {reason}")]
+    Invalid { key: &'static str, reason: String },
+}
+
+impl Layer1 {
+    /// `over`'s keys win over `self`'s.
+    pub fn overridden_by(self, over: Layer1) -> Layer1 {
+        macro_rules! pick {
+            ($($k:ident),*) => { Layer1 { $($k: over.$k.or(self.$k)),* } };
+        }
+        pick!(
+            enabled,
+            trigger_interval,
+            similarity_threshold,
+            max_speculative_results,
+            embedder_threads,
+            min_tokens,
+            reflector_threshold,
+            full_search_candidates,
+            top_k,
+            idle_embed,
+            endpoint_ms,
+            fillers,
+            precision
+        )
+    }
+}
+
+/// Reads the optional file, applies `flags` over it, checks every value.
+pub fn load(path: Option<&Path>, flags: Layer1) -> Result<RunConfig, ConfigError> {
+    let file = match path {
+        None => Layer1::default(),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Io {
+                path: p.into(),
+                source,
+            })?;
+            let parsed: FileConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+                path: p.into(),
+                reason: e.to_string(),
+            })?;
+            parsed.layer1
+        }
+    };
+    check(file.overridden_by(flags))
+}
+
+fn int(
+    key: &'static str,
+    v: Option<i64>,
+    default: usize,
+    min: i64,
+    max: i64,
+) -> Result<usize, ConfigError> {
+    let Some(v) = v else { return Ok(default) };
+    if !(min..=max).contains(&v) {
+        return Err(ConfigError::Invalid {
+            key,
+            reason: format!("{v} is outside {min}..={max}"),
+        });
+    }
+    Ok(v as usize)
+}
+
+fn real(
+    key: &'static str,
+    v: Option<f64>,
+    default: f32,
+    min: f64,
+    max: f64,
+) -> Result<f32, ConfigError> {
+    let Some(v) = v else { return Ok(default) };
+    if !(min..=max).contains(&v) {
+        return Err(ConfigError::Invalid {
+            key,
+            reason: format!("{v} is outside {min}..={max}"),
+        });
+    }
+    Ok(v as f32)
+}
+
+fn check(raw: Layer1) -> Result<RunConfig, ConfigError> {
+    let d = StreamConfig::default();
+    let stream = StreamConfig {
+        enabled: raw.enabled.unwrap_or(d.enabled),
+        trigger_interval: int(
+            "trigger_interval",
+            raw.trigger_interval,
+            d.trigger_interval,
+            1,
+            64,
+        )?,
+        similarity_threshold: real(
+            "similarity_threshold",
+            raw.similarity_threshold,
+            d.similarity_threshold,
+            -1.0,
+            1.0,
+        )?,
+        max_speculative_results: int(
+            "max_speculative_results",
+            raw.max_speculative_results,
+            d.max_speculative_results,
+            1,
+            1024,
+        )?,
+        min_tokens: int("min_tokens", raw.min_tokens, d.min_tokens, 0, 64)?,
+        reflector_threshold: real(
+            "reflector_threshold",
+            raw.reflector_threshold,
+            d.reflector_threshold,
+            -1.0,
+            1.0,
+        )?,
+        full_search_candidates: int(
+            "full_search_candidates",
+            raw.full_search_candidates,
+            d.full_search_candidates,
+            1,
+            1024,
+        )?,
+        top_k: int("top_k", raw.top_k, d.top_k, 1, 100)?,
+        idle_embed: raw.idle_embed.unwrap_or(d.idle_embed),
+    };
+    if stream.top_k > stream.max_speculative_results {
+        return Err(ConfigError::Invalid {
+            key: "top_k",
+            reason: format!(
+                "{} is more than max_speculative_results ({}): a rerank cannot return more than it was given",
+                stream.top_k, stream.max_speculative_results
+            ),
+        });
+    }
+    let precision = match raw.precision.as_deref() {
+        None | Some("fp32") => Precision::Fp32,
+        Some("int8") => Precision::Int8,
+        Some(other) => {
+            return Err(ConfigError::Invalid {
+                key: "precision",
+                reason: format!("{other:?} is not \"fp32\" or \"int8\""),
+            });
+        }
+    };
+    Ok(RunConfig {
+        stream,
+        embedder_threads: int("embedder_threads", raw.embedder_threads, 1, 1, 64)?,
+        precision,
+        endpoint_ms: int("endpoint_ms", raw.endpoint_ms, 800, 50, 60_000)? as u64,
+        fillers: raw
+            .fillers
+            .unwrap_or_else(|| DEFAULT_FILLERS.iter().map(|s| s.to_string()).collect()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from_toml(text: &str, flags: Layer1) -> Result<RunConfig, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("primd.toml");
+        std::fs::write(&path, text).unwrap();
+        load(Some(&path), flags)
+    }
+
+    #[test]
+    fn defaults_file_values_and_flag_overrides() {
+        let d = load(None, Layer1::default()).unwrap();
+        assert_eq!(d.stream, StreamConfig::default());
+        assert_eq!(
+            (d.embedder_threads, d.endpoint_ms, d.precision),
+            (1, 800, Precision::Fp32)
+        );
+
+        let c = from_toml(
+            "[layer1]\nenabled = true\ntrigger_interval = 2\nsimilarity_threshold = 0.9\n\
+             max_speculative_results = 200\nembedder_threads = 2\nfillers = [\"like\"]\n",
+            Layer1 {
+                trigger_interval: Some(4),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(c.stream.trigger_interval, 4, "the flag wins");
+        assert_eq!(
+            (
+                c.stream.similarity_threshold,
+                c.stream.max_speculative_results
+            ),
+            (0.9, 200)
+        );
+        assert_eq!(
+            (c.embedder_threads, c.fillers.as_slice()),
+            (2, &["like".to_string()][..])
+        );
+    }
+
+    #[test]
+    fn invalid_values_name_their_key() {
+        for (text, key) in [
+            (
+                "[layer1]\ntrigger_interval = 0\n",
+                "layer1.trigger_interval",
+            ),
+            (
+                "[layer1]\nsimilarity_threshold = 1.5\n",
+                "layer1.similarity_threshold",
+            ),
+            (
+                "[layer1]\nmax_speculative_results = 5000\n",
+                "layer1.max_speculative_results",
+            ),
+            (
+                "[layer1]\ntop_k = 50\nmax_speculative_results = 20\n",
+                "layer1.top_k",
+            ),
+            ("[layer1]\nprecision = \"fp16\"\n", "layer1.precision"),
+        ] {
+            let e = from_toml(text, Layer1::default()).unwrap_err().to_string();
+            assert!(e.contains(key), "{text}: {e}");
+        }
+        let e = from_toml("[layer1]\ntrigger_intervall = 3\n", Layer1::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("trigger_intervall"), "typos are refused: {e}");
+        let e = from_toml(
+            "[layer1]\ntrigger_interval = \"three\"\n",
+            Layer1::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("primd.toml"), "{e}");
+    }
+}

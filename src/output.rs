@@ -1,0 +1,160 @@
+//! Results → JSON lines on stdout (or any writer).
+//!
+//! The retriever sends compact messages (passage positions, scores, timings); this side
+//! looks the passages up in the index and serialises them, so the retriever's hot path
+//! never formats or allocates. A closed pipe ends the writer quietly: the daemon then
+//! shuts down as if its input had ended.
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use crate::index::Index;
+use crate::input::Text;
+use crate::stream::Outcome;
+
+/// Passages shown in a speculative event.
+pub const SPECULATIVE_SHOWN: usize = 5;
+
+/// What the retriever hands to the writer.
+pub enum Outbound {
+    /// End of an utterance.
+    Final {
+        utterance: u64,
+        text: Text,
+        outcome: Box<Outcome>,
+        /// End of utterance (final received, or silence detected) → results ready.
+        eou_to_result_ms: f64,
+        /// Partials dropped unseen because a newer one was already waiting.
+        stale_dropped: u32,
+    },
+    /// A speculative search ran (only with `--emit-speculative`).
+    Speculative {
+        utterance: u64,
+        partial: Text,
+        candidates: heapless::Vec<u32, SPECULATIVE_SHOWN>,
+    },
+}
+
+#[derive(Serialize)]
+struct ResultJson<'a> {
+    id: &'a str,
+    title: &'a str,
+    score: f32,
+    text: &'a str,
+    chunk: u32,
+}
+
+#[derive(Serialize)]
+struct Ms {
+    embed: f64,
+    scan: f64,
+    rerank: f64,
+    eou_to_result: f64,
+}
+
+#[derive(Serialize)]
+struct CountsJson {
+    partials: u32,
+    embeds: u32,
+    speculative_searches: u32,
+    gate_skips: u32,
+    stale_dropped: u32,
+}
+
+#[derive(Serialize)]
+struct FinalJson<'a> {
+    r#type: &'static str,
+    utterance: u64,
+    text: &'a str,
+    path: &'static str,
+    results: Vec<ResultJson<'a>>,
+    ms: Ms,
+    counts: CountsJson,
+}
+
+#[derive(Serialize)]
+struct CandidateJson<'a> {
+    id: &'a str,
+    title: &'a str,
+}
+
+#[derive(Serialize)]
+struct SpeculativeJson<'a> {
+    r#type: &'static str,
+    utterance: u64,
+    partial: &'a str,
+    candidates: Vec<CandidateJson<'a>>,
+}
+
+/// Writes one message as one JSON line and flushes (a voice agent waits for it).
+pub fn write_message(out: &mut impl Write, index: &Index, msg: &Outbound) -> anyhow::Result<()> {
+    match msg {
+        Outbound::Final {
+            utterance,
+            text,
+            outcome,
+            eou_to_result_ms,
+            stale_dropped,
+        } => {
+            let mut results = Vec::with_capacity(outcome.hits.len());
+            for h in &outcome.hits {
+                let p = index.passage(h.index as usize)?;
+                results.push(ResultJson {
+                    id: p.id,
+                    title: p.title,
+                    score: h.score,
+                    text: p.text,
+                    chunk: p.chunk,
+                });
+            }
+            let c = outcome.counts;
+            let line = FinalJson {
+                r#type: "final",
+                utterance: *utterance,
+                text,
+                path: outcome.path.as_str(),
+                results,
+                ms: Ms {
+                    embed: outcome.timings.embed_ms,
+                    scan: outcome.timings.scan_ms,
+                    rerank: outcome.timings.rerank_ms,
+                    eou_to_result: *eou_to_result_ms,
+                },
+                counts: CountsJson {
+                    // Seen = observed + superseded before they could be observed.
+                    partials: c.partials + stale_dropped,
+                    embeds: c.embeds,
+                    speculative_searches: c.speculative_searches,
+                    gate_skips: c.gate_skips,
+                    stale_dropped: *stale_dropped,
+                },
+            };
+            serde_json::to_writer(&mut *out, &line)?;
+        }
+        Outbound::Speculative {
+            utterance,
+            partial,
+            candidates,
+        } => {
+            let mut shown = Vec::with_capacity(candidates.len());
+            for &i in candidates {
+                let p = index.passage(i as usize)?;
+                shown.push(CandidateJson {
+                    id: p.id,
+                    title: p.title,
+                });
+            }
+            let line = SpeculativeJson {
+                r#type: "speculative",
+                utterance: *utterance,
+                partial,
+                candidates: shown,
+            };
+            serde_json::to_writer(&mut *out, &line)?;
+        }
+    }
+    out.write_all(b"\n")?;
+    out.flush()?;
+    Ok(())
+}

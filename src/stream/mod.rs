@@ -1,0 +1,344 @@
+//! The streaming retriever: retrieves while the user speaks, one utterance at a time.
+//!
+//! While partial transcripts arrive ([`StreamingRetriever::observe`]):
+//! - each partial is normalised (case, punctuation, fillers: [`normalize`]); a partial
+//!   is a whole new hypothesis, so a revision ("santa timer 41" → "set a timer for")
+//!   is compared with the text of the last speculation word by word, never appended;
+//! - once `trigger_interval` words differ from the last speculation (and the partial
+//!   has at least `min_tokens` words), the whole partial is re-embedded (never an
+//!   average of older vectors);
+//! - the similarity gate skips the search when that embedding is within
+//!   `similarity_threshold` cosine of the last speculated one (fillers, unstable
+//!   partials); otherwise the 1-bit scan keeps the top `max_speculative_results`.
+//!
+//! When the retriever has nothing to do between partials, [`StreamingRetriever::idle`]
+//! embeds the newest partial if it has not been embedded yet (`idle_embed`), so that at
+//! end of speech the final text usually equals an embedded partial.
+//!
+//! At end of utterance ([`StreamingRetriever::finalize`]): the final text's embedding is
+//! reused when it normalises to the last embedded partial, computed otherwise; then the
+//! [reflector](reflect) either accepts the speculation (rerank its candidates: path
+//! `reuse` or `rerank`) or judges it stale (a full search: path `full`).
+//!
+//! Hot path: after warm-up nothing here allocates (fixed-capacity candidate and hit
+//! sets, reused text buffers); only the embedder's tokenizer and tract do, per embed.
+
+pub mod normalize;
+#[cfg(test)]
+mod tests;
+
+use std::time::Instant;
+
+use crate::embed::{DIM, Embed, EmbedError, Embedding, cosine};
+use crate::search::{Candidates, DEFAULT_CANDIDATES, Hits, Query, Searcher};
+use normalize::{Normalizer, common_prefix_words, word_count};
+
+/// Settings of the streaming retriever: the `[layer1]` section of the config file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamConfig {
+    /// false: wait for the final transcript, then search (the baseline).
+    pub enabled: bool,
+    /// New words since the last speculation that trigger a re-embed.
+    pub trigger_interval: usize,
+    /// Gate: skip the speculative search when the new embedding's cosine to the last
+    /// speculated one is at least this.
+    pub similarity_threshold: f32,
+    /// Candidates kept by a speculative 1-bit scan.
+    pub max_speculative_results: usize,
+    /// Partials with fewer words never trigger (too little signal).
+    pub min_tokens: usize,
+    /// Reflector: the speculation is stale when the final embedding's cosine to the last
+    /// speculated one is below this; then a full search runs.
+    pub reflector_threshold: f32,
+    /// Candidates of a full search (binary scan, then rerank).
+    pub full_search_candidates: usize,
+    /// Results returned per utterance.
+    pub top_k: usize,
+    /// Embed the newest partial when idle, so the final can reuse it.
+    pub idle_embed: bool,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        StreamConfig {
+            enabled: true,
+            trigger_interval: 3,
+            similarity_threshold: 0.95,
+            max_speculative_results: 100,
+            min_tokens: 3,
+            reflector_threshold: 0.90,
+            full_search_candidates: DEFAULT_CANDIDATES,
+            top_k: 10,
+            idle_embed: true,
+        }
+    }
+}
+
+/// What `observe` did with a partial.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Observed {
+    /// Too short, or too few new words since the last speculation: nothing computed.
+    Waiting,
+    /// Embedded, but too close to the last speculation to search again.
+    GateSkip,
+    /// Embedded and scanned: new speculative candidates.
+    Speculated,
+}
+
+/// How the final results were produced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinalPath {
+    /// The final text equals an embedded partial: its embedding reranked the candidates.
+    Reuse,
+    /// The final was embedded and reranked the speculative candidates.
+    Rerank,
+    /// No usable speculation (or streaming disabled): a full search on the final.
+    Full,
+    /// Nothing was said (empty final and no partial).
+    Empty,
+}
+
+impl FinalPath {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinalPath::Reuse => "reuse",
+            FinalPath::Rerank => "rerank",
+            FinalPath::Full => "full",
+            FinalPath::Empty => "empty",
+        }
+    }
+}
+
+/// Per-utterance counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub partials: u32,
+    pub embeds: u32,
+    pub speculative_searches: u32,
+    pub gate_skips: u32,
+}
+
+/// Work done after end of utterance, in milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FinalTimings {
+    pub embed_ms: f64,
+    pub scan_ms: f64,
+    pub rerank_ms: f64,
+}
+
+/// The result of one utterance.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub path: FinalPath,
+    pub hits: Hits,
+    pub timings: FinalTimings,
+    pub counts: Counts,
+    /// Cosine of the final embedding to the last speculated one, when there was one.
+    pub speculation_cosine: Option<f32>,
+}
+
+/// The reflector's rule, kept apart so it is explicit and testable: the speculation is
+/// usable when there is one and its embedding is close enough to the final's.
+pub fn reflect(cfg: &StreamConfig, speculation_cosine: Option<f32>) -> bool {
+    speculation_cosine.is_some_and(|c| c >= cfg.reflector_threshold)
+}
+
+/// One utterance at a time; [`finalize`](Self::finalize) resets it for the next.
+pub struct StreamingRetriever<'i, E: Embed> {
+    cfg: StreamConfig,
+    embedder: E,
+    searcher: Searcher<'i>,
+    normalizer: Normalizer,
+    /// Normalised newest partial.
+    current: String,
+    /// Normalised text whose embedding is in `embedding` (empty: none).
+    embedded_text: String,
+    embedding: Embedding,
+    /// Normalised text at the last trigger (speculation or gate skip).
+    trigger_text: String,
+    /// Embedding the current candidates were scanned with (valid when `speculated`).
+    spec_embedding: Embedding,
+    speculated: bool,
+    candidates: Candidates,
+    counts: Counts,
+}
+
+impl<'i, E: Embed> StreamingRetriever<'i, E> {
+    pub fn new(
+        cfg: StreamConfig,
+        embedder: E,
+        searcher: Searcher<'i>,
+        normalizer: Normalizer,
+    ) -> Self {
+        StreamingRetriever {
+            cfg,
+            embedder,
+            searcher,
+            normalizer,
+            current: String::with_capacity(1024),
+            embedded_text: String::with_capacity(1024),
+            embedding: [0.0; DIM],
+            trigger_text: String::with_capacity(1024),
+            spec_embedding: [0.0; DIM],
+            speculated: false,
+            candidates: Candidates::new(),
+            counts: Counts::default(),
+        }
+    }
+
+    pub fn config(&self) -> &StreamConfig {
+        &self.cfg
+    }
+
+    pub fn searcher(&self) -> &Searcher<'i> {
+        &self.searcher
+    }
+
+    /// Candidates of the last speculative scan of this utterance (empty if none).
+    pub fn candidates(&self) -> &Candidates {
+        &self.candidates
+    }
+
+    /// Counters of the utterance in progress.
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    /// Takes one partial transcript (the whole hypothesis so far).
+    pub fn observe(&mut self, partial: &str) -> Result<Observed, EmbedError> {
+        self.counts.partials += 1;
+        self.normalizer.normalize_into(partial, &mut self.current);
+        if !self.cfg.enabled {
+            return Ok(Observed::Waiting);
+        }
+        let words = word_count(&self.current);
+        let new_words = words - common_prefix_words(&self.current, &self.trigger_text).min(words);
+        if words < self.cfg.min_tokens || new_words < self.cfg.trigger_interval {
+            return Ok(Observed::Waiting);
+        }
+        self.embed_current()?;
+        self.trigger_text.clone_from(&self.current);
+        if self.speculated
+            && cosine(&self.embedding, &self.spec_embedding) >= self.cfg.similarity_threshold
+        {
+            self.counts.gate_skips += 1;
+            return Ok(Observed::GateSkip);
+        }
+        let query = Query::new(&self.embedding);
+        self.searcher.binary_scan(
+            &query,
+            self.cfg.max_speculative_results,
+            &mut self.candidates,
+        );
+        self.spec_embedding = self.embedding;
+        self.speculated = true;
+        self.counts.speculative_searches += 1;
+        Ok(Observed::Speculated)
+    }
+
+    /// Called when no input is waiting: embeds the newest partial if it has not been
+    /// embedded yet. Returns whether it embedded.
+    pub fn idle(&mut self) -> Result<bool, EmbedError> {
+        if !self.cfg.enabled
+            || !self.cfg.idle_embed
+            || self.current.is_empty()
+            || self.current == self.embedded_text
+        {
+            return Ok(false);
+        }
+        self.embed_current()?;
+        Ok(true)
+    }
+
+    /// Ends the utterance with its final transcript and returns the results; the
+    /// retriever is then ready for the next utterance. An empty final falls back to the
+    /// newest partial (some recognizers end with an empty final).
+    pub fn finalize(&mut self, final_text: &str) -> Result<Outcome, EmbedError> {
+        let mut final_norm = std::mem::take(&mut self.trigger_text);
+        self.normalizer.normalize_into(final_text, &mut final_norm);
+        if final_norm.is_empty() {
+            final_norm.clone_from(&self.current);
+        }
+        let outcome = self.finish(&final_norm);
+        final_norm.clear();
+        self.trigger_text = final_norm;
+        self.reset();
+        outcome
+    }
+
+    fn finish(&mut self, final_norm: &str) -> Result<Outcome, EmbedError> {
+        let mut out = Outcome {
+            path: FinalPath::Empty,
+            hits: Hits::new(),
+            timings: FinalTimings::default(),
+            counts: self.counts,
+            speculation_cosine: None,
+        };
+        if final_norm.is_empty() {
+            return Ok(out);
+        }
+        let reused =
+            self.cfg.enabled && !self.embedded_text.is_empty() && self.embedded_text == final_norm;
+        if !reused {
+            let t = Instant::now();
+            self.current.clear();
+            self.current.push_str(final_norm);
+            self.embed_current()?;
+            out.timings.embed_ms = ms_since(t);
+        }
+        out.counts = self.counts;
+        let query = Query::new(&self.embedding);
+        out.speculation_cosine = self
+            .speculated
+            .then(|| cosine(&self.embedding, &self.spec_embedding));
+        if self.cfg.enabled && reflect(&self.cfg, out.speculation_cosine) {
+            let t = Instant::now();
+            self.searcher
+                .rerank(&self.candidates, &query, self.cfg.top_k, &mut out.hits);
+            out.timings.rerank_ms = ms_since(t);
+            out.path = if reused {
+                FinalPath::Reuse
+            } else {
+                FinalPath::Rerank
+            };
+        } else {
+            let t = Instant::now();
+            let mut cands = std::mem::take(&mut self.candidates);
+            self.searcher.binary_scan(
+                &query,
+                self.cfg.full_search_candidates.max(self.cfg.top_k),
+                &mut cands,
+            );
+            out.timings.scan_ms = ms_since(t);
+            let t = Instant::now();
+            self.searcher
+                .rerank(&cands, &query, self.cfg.top_k, &mut out.hits);
+            out.timings.rerank_ms = ms_since(t);
+            self.candidates = cands;
+            out.path = FinalPath::Full;
+        }
+        Ok(out)
+    }
+
+    /// Forgets the utterance in progress (keeps buffers and settings).
+    pub fn reset(&mut self) {
+        self.current.clear();
+        self.embedded_text.clear();
+        self.trigger_text.clear();
+        self.speculated = false;
+        self.candidates.clear();
+        self.counts = Counts::default();
+    }
+
+    fn embed_current(&mut self) -> Result<(), EmbedError> {
+        self.embedder
+            .embed_into(&self.current, &mut self.embedding)?;
+        self.counts.embeds += 1;
+        self.embedded_text.clone_from(&self.current);
+        Ok(())
+    }
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}

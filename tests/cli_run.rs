@@ -1,0 +1,187 @@
+//! `primd run` end to end: the real binary, the real model, a small index, piped input.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+fn spawn(index: &Path, extra: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_primd"))
+        .arg("run")
+        .arg("--model")
+        .arg(common::model_dir())
+        .arg("--index")
+        .arg(index)
+        .args(extra)
+        .env("RUST_LOG", "primd=info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn finals(stdout: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["type"] == "final")
+        .collect()
+}
+
+const STREAM: &str = r#"{"partial": "what is", "t": 0.3}
+{"partial": "what is the capital", "t": 0.6}
+{"partial": "what is the capital of fr", "t": 0.9}
+{"partial": "what is the capital of france", "t": 1.2}
+{"final": "What is the capital of France?", "t": 1.4}
+this is not json
+{"foo": 1}
+{"partial": "um turn", "t": 3.0}
+{"partial": "um turn off the", "t": 3.3}
+{"partial": "um turn off the kitchen lights", "t": 3.6}
+{"final": "Um, turn off the kitchen lights.", "t": 3.9}
+{"partial": "play some jazz", "t": 6.0}
+{"partial": "play some jazz music in the living room", "t": 6.4}
+"#;
+
+#[test]
+fn answers_each_utterance_and_survives_garbage_and_end_of_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = common::build_real_index(dir.path());
+    // Paced at 10x the stream's audio times, so partials arrive while "speaking".
+    let mut child = spawn(&index, &["--emit-speculative", "--pace", "10"]);
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(STREAM.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let speculative = String::from_utf8_lossy(&out.stdout)
+        .matches("\"type\":\"speculative\"")
+        .count();
+    assert!(
+        speculative >= 2,
+        "speculative events while the user speaks: {speculative}"
+    );
+    let f = finals(&out.stdout);
+    assert_eq!(
+        f.len(),
+        3,
+        "two finals, and the open utterance when input ended: {stderr}"
+    );
+    let top: Vec<_> = f
+        .iter()
+        .map(|v| v["results"][0]["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(top, ["paris", "lights", "jazz"]);
+    assert!(
+        f[0]["counts"]["speculative_searches"].as_u64().unwrap() >= 1,
+        "{}",
+        f[0]
+    );
+    assert!(
+        stderr.contains("line 6") && stderr.contains("line 7"),
+        "garbage reported by line: {stderr}"
+    );
+    for v in &f {
+        assert!(
+            ["reuse", "rerank", "full"].contains(&v["path"].as_str().unwrap()),
+            "{v}"
+        );
+        assert!(v["ms"]["eou_to_result"].as_f64().unwrap() >= 0.0);
+        assert!(v["counts"]["partials"].as_u64().unwrap() >= 2);
+        assert!(v["results"].as_array().unwrap().len() <= 10);
+    }
+}
+
+#[test]
+fn streaming_off_is_the_baseline_with_the_same_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = common::build_real_index(dir.path());
+    let mut child = spawn(&index, &["--no-streaming"]);
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(STREAM.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let f = finals(&out.stdout);
+    assert_eq!(f.len(), 3);
+    assert!(
+        f.iter()
+            .all(|v| v["path"] == "full" && v["counts"]["speculative_searches"] == 0)
+    );
+    assert_eq!(f[0]["results"][0]["id"], "paris");
+}
+
+#[test]
+fn plain_dialect_and_silence_end_utterances() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = common::build_real_index(dir.path());
+    let mut child = spawn(&index, &["--dialect", "plain", "--endpoint-ms", "300"]);
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdin
+        .write_all(b"tokyo is\ntokyo is the capital of japan\n\n")
+        .unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        v["results"][0]["id"], "tokyo",
+        "an empty line ends a plain utterance"
+    );
+    // No empty line this time: 300 ms of silence ends it.
+    stdin.write_all(b"turn off the kitchen lights\n").unwrap();
+    stdin.flush().unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["results"][0]["id"], "lights");
+    assert!(
+        v["ms"]["eou_to_result"].as_f64().unwrap() >= 300.0,
+        "measured from the last partial"
+    );
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn sigterm_finishes_the_open_utterance_then_exits_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = common::build_real_index(dir.path());
+    let mut child = spawn(&index, &["--endpoint-ms", "60000"]);
+    let mut stdin = child.stdin.take().unwrap();
+    // Wait until the daemon says it is ready (its signal handler is installed by then).
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("ready") {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "daemon exited before it was ready"
+        );
+    }
+    stdin
+        .write_all(b"{\"partial\": \"play some jazz music\"}\n")
+        .unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let f = finals(&out.stdout);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0]["results"][0]["id"], "jazz");
+    drop(stdin);
+}

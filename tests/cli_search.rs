@@ -1,0 +1,98 @@
+//! `primd search` as a user runs it, on an index built with the real model.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use common::build_real_index;
+
+fn search(index: &Path, extra: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_primd"))
+        .arg("search")
+        .arg("--model")
+        .arg(common::model_dir())
+        .arg("--index")
+        .arg(index)
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn lines(out: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn answers_stdin_queries_and_skips_malformed_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = build_real_index(dir.path());
+    let input = b"{\"id\": \"q1\", \"text\": \"what is the capital of france\"}\n\
+                  this line is not json\n\
+                  {\"id\": 2, \"text\": \"please switch off the lights in the kitchen\"}\n";
+    for extra in [
+        &["--k", "3"][..],
+        &["--k", "3", "--exact"],
+        &["--k", "3", "--candidates", "2"],
+    ] {
+        let out = search(&index, extra, input);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got = lines(&out);
+        assert_eq!(
+            got.len(),
+            2,
+            "the malformed line is skipped, the others answered"
+        );
+        assert_eq!(got[0]["id"], "q1");
+        assert_eq!(got[0]["results"][0]["id"], "paris");
+        assert_eq!(got[0]["results"].as_array().unwrap().len(), 3);
+        assert_eq!(got[1]["id"], 2);
+        assert_eq!(got[1]["results"][0]["id"], "lights");
+        assert!(got[0]["ms"]["embed"].as_f64().unwrap() > 0.0);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("line 2"), "{stderr}");
+    }
+}
+
+#[test]
+fn an_index_from_another_model_is_refused() {
+    // The golden index was built with the test fake, not with this model.
+    let out = search(&common::data("golden-v1.idx"), &[], b"");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("golden-v1.idx") && err.contains("rebuild"),
+        "{err}"
+    );
+}
+
+#[test]
+fn verify_catches_a_flipped_byte_that_open_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = build_real_index(dir.path());
+    let mut bytes = std::fs::read(&index).unwrap();
+    bytes[300] ^= 0x40; // inside the codes section, past the 256-byte header
+    std::fs::write(&index, &bytes).unwrap();
+    let query = b"{\"id\": 1, \"text\": \"tokyo\"}\n";
+    assert!(
+        search(&index, &[], query).status.success(),
+        "cheap checks cannot see it"
+    );
+    let out = search(&index, &["--verify"], query);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("checksum") || err.contains("CRC"), "{err}");
+}

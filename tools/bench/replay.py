@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Replay benchmark: real recognizer partials through `primd run`, streaming vs baseline.
+
+Feeds the 150 recorded Moonshine utterances of ../shared/data/stt (rendered to primd's
+jsonl dialect by tools/replay/stt_replay.py) through the real daemon, paced at their
+audio timestamps (`--pace`, default 6x real time), once with streaming and once with
+`--no-streaming` (wait for the final, then search). Reports, for each: hit@1 and hit@10
+of the final results against the Spoken-SQuAD qrels, the share of utterances per path,
+and end-of-utterance → results latency (p50, p90, p99). Standard library only.
+
+    python3 tools/bench/replay.py --index ss.idx [--pace 6] [--extra "--trigger-interval 2"]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def run(primd, model, index, stream, pace, extra):
+    cmd = [primd, "run", "--model", model, "--index", index, "--input", stream,
+           "--pace", str(pace), "--endpoint-ms", "5000", *extra]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return [json.loads(l) for l in out.splitlines() if json.loads(l).get("type") == "final"]
+
+
+def summarize(name, finals, ids, qrels):
+    assert len(finals) == len(ids), (len(finals), len(ids))
+    hit1 = hit10 = 0
+    paths = {}
+    for f, qid in zip(finals, ids):
+        docs = [r["id"] for r in f["results"][:10]]
+        rel = qrels.get(qid, set())
+        hit1 += bool(docs) and docs[0] in rel
+        hit10 += any(d in rel for d in docs)
+        paths[f["path"]] = paths.get(f["path"], 0) + 1
+    lat = [f["ms"]["eou_to_result"] for f in finals]
+    n = len(finals)
+    share = ", ".join(f"{k} {v / n:.0%}" for k, v in sorted(paths.items()))
+    spec = sum(f["counts"]["speculative_searches"] for f in finals) / n
+    print(f"| {name} | {hit1 / n:.3f} | {hit10 / n:.3f} | {share} | {spec:.1f} | "
+          f"{pct(lat, 50):.3f} | {pct(lat, 90):.3f} | {pct(lat, 99):.3f} |")
+    return pct(lat, 50), hit10 / n
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--index", required=True)
+    ap.add_argument("--model", default=os.path.join(ROOT, "models"))
+    ap.add_argument("--primd", default=os.path.join(
+        os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "primd"))
+    ap.add_argument("--stt", default=os.path.join(SHARED, "data/stt/spoken-squad-moonshine.jsonl"))
+    ap.add_argument("--qrels", default=os.path.join(SHARED, "data/spoken-squad/qrels.tsv"))
+    ap.add_argument("--pace", type=float, default=6.0)
+    ap.add_argument("--extra", default="", help="extra flags for the streaming run")
+    args = ap.parse_args()
+
+    qrels = {}
+    with open(args.qrels) as f:
+        next(f)
+        for line in f:
+            qid, doc, score = line.rstrip("\n").split("\t")
+            if int(score) > 0:
+                qrels.setdefault(qid, set()).add(doc)
+    ids = [json.loads(l)["id"] for l in open(args.stt)]
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as stream:
+        subprocess.run([sys.executable, os.path.join(ROOT, "tools/replay/stt_replay.py"),
+                        "--input", args.stt, "--output", stream.name], check=True)
+    try:
+        print(f"\n{len(ids)} utterances, pace {args.pace}x real time\n")
+        print("| mode | hit@1 | hit@10 | paths | speculative searches / utt. | "
+              "eou→result p50 ms | p90 | p99 |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        base = run(args.primd, args.model, args.index, stream.name, args.pace, ["--no-streaming"])
+        b50, b10 = summarize("baseline (--no-streaming)", base, ids, qrels)
+        st = run(args.primd, args.model, args.index, stream.name, args.pace, args.extra.split())
+        s50, s10 = summarize("streaming" + (f" ({args.extra})" if args.extra else ""), st, ids, qrels)
+        print(f"\np50 speed-up {b50 / max(s50, 1e-9):.0f}x; hit@10 streaming − baseline = {s10 - b10:+.3f}")
+    finally:
+        os.unlink(stream.name)
+
+
+if __name__ == "__main__":
+    main()
