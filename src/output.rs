@@ -68,6 +68,8 @@ struct FinalJson<'a> {
     utterance: u64,
     text: &'a str,
     path: &'static str,
+    reused_embedding: bool,
+    speculation_cosine: Option<f32>,
     results: Vec<ResultJson<'a>>,
     ms: Ms,
     counts: CountsJson,
@@ -114,6 +116,8 @@ pub fn write_message(out: &mut impl Write, index: &Index, msg: &Outbound) -> any
                 utterance: *utterance,
                 text,
                 path: outcome.path.as_str(),
+                reused_embedding: outcome.reused_embedding,
+                speculation_cosine: outcome.speculation_cosine,
                 results,
                 ms: Ms {
                     embed: outcome.timings.embed_ms,

@@ -7,7 +7,9 @@
 mod common;
 
 use primd::embed::{DIM, Embed, HashEmbedder};
-use primd::index::{FORMAT_VERSION, Index, IndexMeta, PassageRecord, write_index};
+use primd::index::{
+    FORMAT_VERSION, Index, IndexMeta, PassageRecord, passage_embed_text, write_index,
+};
 use primd::search::{Hits, Query, Searcher};
 
 const GOLDEN: &str = "golden-v1.idx";
@@ -20,7 +22,8 @@ fn corpus() -> (Vec<PassageRecord>, Vec<f32>) {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         let (title, body) = (v["title"].as_str().unwrap(), v["text"].as_str().unwrap());
         let mut emb = [0.0; DIM];
-        e.embed_into(&format!("{title}\n{body}"), &mut emb).unwrap();
+        e.embed_into(&passage_embed_text(title, body), &mut emb)
+            .unwrap();
         vectors.extend_from_slice(&emb);
         passages.push(PassageRecord {
             id: v["id"].as_str().unwrap().into(),

@@ -32,6 +32,17 @@ pub use format::{
 pub use read::Index;
 pub use write::write_index;
 
+/// The text that is embedded for a passage: its title, a newline, then the passage
+/// (titles often name the topic a question is about, as in "title + text" retrieval
+/// baselines). One definition, so `build-index` and tests embed passages alike.
+pub fn passage_embed_text(title: &str, text: &str) -> String {
+    if title.is_empty() {
+        text.to_string()
+    } else {
+        format!("{title}\n{text}")
+    }
+}
+
 /// Shared fixtures for the tests of this module's files.
 #[cfg(test)]
 pub(crate) mod test_support {

@@ -94,8 +94,16 @@ impl Dialect {
                 Ok(Some(ev))
             }
             DialectKind::Jsonl => {
-                if line.trim().is_empty() {
+                let trimmed = line.trim();
+                if trimmed.is_empty() {
                     return Ok(None);
+                }
+                // serde would also read a JSON array as the struct's fields in order.
+                if !trimmed.starts_with('{') {
+                    return Err(ParseError::Json {
+                        line: line_no,
+                        reason: "expected an object".into(),
+                    });
                 }
                 let j: JsonEvent = serde_json::from_str(line).map_err(|e| ParseError::Json {
                     line: line_no,
@@ -152,6 +160,7 @@ mod tests {
                 "garbage",
                 r#"{"foo": 1}"#,
                 r#"{"partial": 3}"#,
+                r#"["an array in field order"]"#,
             ],
         );
         assert_eq!(
@@ -166,6 +175,7 @@ mod tests {
         assert!(matches!(got[3], Err(ParseError::Json { line: 4, .. })));
         assert_eq!(got[4], Err(ParseError::NoText { line: 5 }));
         assert!(matches!(got[5], Err(ParseError::Json { line: 6, .. })));
+        assert!(matches!(got[6], Err(ParseError::Json { line: 7, .. })));
         assert!(
             got[3]
                 .as_ref()

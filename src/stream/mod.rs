@@ -135,6 +135,9 @@ pub struct Outcome {
     pub counts: Counts,
     /// Cosine of the final embedding to the last speculated one, when there was one.
     pub speculation_cosine: Option<f32>,
+    /// The final's embedding was an already embedded partial's (no embed after end of
+    /// speech), whichever path followed.
+    pub reused_embedding: bool,
 }
 
 /// The reflector's rule, kept apart so it is explicit and testable: the speculation is
@@ -273,6 +276,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             timings: FinalTimings::default(),
             counts: self.counts,
             speculation_cosine: None,
+            reused_embedding: false,
         };
         if final_norm.is_empty() {
             return Ok(out);

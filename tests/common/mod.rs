@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use primd::embed::{DIM, Embed, Embedder, EmbedderOptions};
-use primd::index::{IndexMeta, PassageRecord, write_index};
+use primd::index::{IndexMeta, PassageRecord, passage_embed_text, write_index};
 
 /// The model directory written by `models/fetch` (override with PRIMD_MODEL_DIR).
 ///
@@ -44,14 +44,21 @@ pub fn references() -> Vec<Reference> {
 
 /// The golden corpus, embedded with the real model (title + text, as build-index does).
 pub fn build_real_index(dir: &Path) -> PathBuf {
+    build_index_of(&data("golden-corpus.jsonl"), dir)
+}
+
+/// A JSONL corpus (`{"id", "title", "text"}`), one passage per line, embedded with
+/// the real model as build-index does (no chunking).
+pub fn build_index_of(corpus: &Path, dir: &Path) -> PathBuf {
     let mut e = Embedder::load(&model_dir(), &EmbedderOptions::default()).unwrap();
-    let text = std::fs::read_to_string(data("golden-corpus.jsonl")).unwrap();
+    let text = std::fs::read_to_string(corpus).unwrap();
     let (mut passages, mut vectors) = (Vec::new(), Vec::new());
     for line in text.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         let (title, body) = (v["title"].as_str().unwrap(), v["text"].as_str().unwrap());
         let mut emb = [0.0; DIM];
-        e.embed_into(&format!("{title}\n{body}"), &mut emb).unwrap();
+        e.embed_into(&passage_embed_text(title, body), &mut emb)
+            .unwrap();
         vectors.extend_from_slice(&emb);
         passages.push(PassageRecord {
             id: v["id"].as_str().unwrap().into(),

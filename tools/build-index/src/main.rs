@@ -18,7 +18,7 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use primd::embed::{DIM, Embed, Embedder, EmbedderOptions, Embedding, Precision};
-use primd::index::{IndexMeta, PassageRecord, write_index};
+use primd::index::{IndexMeta, PassageRecord, passage_embed_text, write_index};
 
 /// Build a primd index from a corpus.
 #[derive(Parser, Debug)]
@@ -121,16 +121,6 @@ fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The text embedded for a passage: its title, then the chunk (as "title + text"
-/// retrieval baselines do; a title alone often names the topic a question is about).
-fn embed_text(p: &PassageRecord) -> String {
-    if p.title.is_empty() {
-        p.text.clone()
-    } else {
-        format!("{}\n{}", p.title, p.text)
-    }
-}
-
 /// Embeds every passage on `threads` threads, each with its own fork of the model.
 /// Passages are handed out by an atomic counter; every vector lands in its passage's
 /// slot, so the result does not depend on scheduling.
@@ -168,9 +158,10 @@ fn embed_all(
                             return Ok(done);
                         };
                         let mut v = [0.0; DIM];
-                        e.embed_into(&embed_text(p), &mut v).with_context(|| {
-                            format!("embedding passage {:?} chunk {}", p.id, p.chunk)
-                        })?;
+                        e.embed_into(&passage_embed_text(&p.title, &p.text), &mut v)
+                            .with_context(|| {
+                                format!("embedding passage {:?} chunk {}", p.id, p.chunk)
+                            })?;
                         done.push((i, v));
                         bar.inc(1);
                     }

@@ -1,0 +1,28 @@
+#!/usr/bin/env python3
+"""Pretty-prints `primd run` JSON lines for the demo, checking each answer against
+demo/questions.jsonl. Usage: primd run ... | python3 demo/show.py demo/questions.jsonl"""
+
+import json
+import sys
+
+expected = [json.loads(l)["expected_id"] for l in open(sys.argv[1])]
+right = 0
+for line in sys.stdin:
+    ev = json.loads(line)
+    if ev["type"] == "speculative":
+        first = ev["candidates"][0]["title"] if ev["candidates"] else "-"
+        print(f"   … \"{ev['partial']}\" → speculating, best guess: {first}", flush=True)
+        continue
+    n = ev["utterance"]
+    top = ev["results"][0] if ev["results"] else None
+    want = expected[n - 1] if n <= len(expected) else None
+    ok = top is not None and top["id"] == want
+    right += ok
+    c, ms = ev["counts"], ev["ms"]
+    print(f"{n:2}. \"{ev['text']}\"")
+    print(f"    {'✓' if ok else '✗'} {top['title'] if top else '(no result)'} (score {top['score']:.2f})"
+          if top else "    ✗ (no result)")
+    print(f"    results {ms['eou_to_result']:.2f} ms after end of speech via '{ev['path']}' "
+          f"({c['partials']} partials, {c['embeds']} embeds, {c['speculative_searches']} "
+          f"speculative searches, {c['gate_skips']} gate skips)\n", flush=True)
+print(f"{right}/{len(expected)} questions answered with the expected passage")

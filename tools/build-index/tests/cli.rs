@@ -1,0 +1,128 @@
+//! `build-index` as a user runs it: bad corpora fail with the line at fault, good ones
+//! give byte-identical indexes every time.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn model_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models");
+    assert!(dir.join("model.onnx").is_file(), "run models/fetch first");
+    dir
+}
+
+fn build(input: &Path, output: &Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_build-index"))
+        .arg("--quiet")
+        .arg("--model")
+        .arg(model_dir())
+        .arg("--input")
+        .arg(input)
+        .arg("--output")
+        .arg(output)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn fails_with(corpus: &str, extra: &[&str], needles: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("corpus.jsonl");
+    std::fs::write(&input, corpus).unwrap();
+    let out = build(&input, &dir.path().join("x.idx"), extra);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "should fail: {corpus:?}");
+    for n in needles {
+        assert!(err.contains(n), "{n:?} not in {err}");
+    }
+    assert!(
+        !dir.path().join("x.idx").exists(),
+        "no index is left behind"
+    );
+}
+
+#[test]
+fn malformed_duplicate_and_empty_corpora_are_refused_with_their_lines() {
+    fails_with(
+        "{\"id\": \"a\", \"text\": \"x\"}\n{\"id\": \"b\", \"text\": \n",
+        &[],
+        &["line 2"],
+    );
+    fails_with(
+        "{\"id\": \"a\", \"text\": \"x\"}\n{\"id\": \"b\"}\n",
+        &[],
+        &["line 2", "text"],
+    );
+    fails_with(
+        "{\"id\": \"a\", \"text\": \"x\"}\n{\"id\": \"b\", \"text\": \"y\"}\n{\"id\": \"a\", \"text\": \"z\"}\n",
+        &[],
+        &["duplicate id \"a\"", "line 1", "line 3"],
+    );
+    fails_with("", &[], &["no documents"]);
+    fails_with("\n\n", &[], &["no documents"]);
+    fails_with(
+        "{\"id\": \"a\", \"text\": \"x\"}\n",
+        &["--chunk-words", "10", "--overlap", "10"],
+        &["--overlap"],
+    );
+}
+
+#[test]
+fn same_input_gives_a_byte_identical_index_from_jsonl_or_a_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(docs.join("sub")).unwrap();
+    std::fs::write(
+        docs.join("kitchen.txt"),
+        "Turn off the kitchen lights by saying so.",
+    )
+    .unwrap();
+    std::fs::write(
+        docs.join("sub/paris.md"),
+        "# Paris\n\nParis is the capital of France.",
+    )
+    .unwrap();
+    let long: String = (0..300).map(|i| format!("word{i} ")).collect();
+    std::fs::write(docs.join("long.txt"), long).unwrap();
+    let (a, b) = (dir.path().join("a.idx"), dir.path().join("b.idx"));
+    for (out, threads) in [(&a, "1"), (&b, "2")] {
+        let o = build(
+            &docs,
+            out,
+            &[
+                "--threads",
+                threads,
+                "--chunk-words",
+                "100",
+                "--overlap",
+                "10",
+            ],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert!(
+        std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(),
+        "thread count must not change the bytes"
+    );
+    let index = primd::index::Index::open(&a).unwrap();
+    // long.txt: 300 words in 100-word windows with 10 shared → 4 chunks; plus 2 files.
+    assert_eq!(index.len(), 6);
+    let ids: Vec<_> = (0..index.len())
+        .map(|i| index.passage(i).unwrap().id.to_string())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "kitchen.txt",
+            "long.txt",
+            "long.txt",
+            "long.txt",
+            "long.txt",
+            "sub/paris.md"
+        ]
+    );
+    assert_eq!(
+        index.passage(5).unwrap().title,
+        "Paris",
+        "a markdown heading is the title"
+    );
+}
