@@ -54,6 +54,10 @@ def parse_args(argv):
                     help="only the first N utterances")
     ap.add_argument("--gap", type=float, default=1.5, metavar="S",
                     help="seconds of silence between utterances (default: %(default)s)")
+    ap.add_argument("--final-delay", type=float, default=0.0, metavar="S",
+                    help="seconds between the end of the audio and the final (a recognizer "
+                         "declares a final only after its endpointing silence; the recordings "
+                         "stamp it at the end of the audio) (default: %(default)s)")
     ap.add_argument("--realtime", action="store_true",
                     help="emit each line at its audio time (scaled by --speed), flushed")
     ap.add_argument("--speed", type=float, default=1.0, metavar="X",
@@ -61,6 +65,8 @@ def parse_args(argv):
     ap.add_argument("--output", default=None, metavar="FILE",
                     help="output file (default: stdout)")
     args = ap.parse_args(argv)
+    if not 0 <= args.final_delay < args.gap:
+        ap.error("--final-delay must be at least 0 and less than --gap")
     if args.limit is not None and args.limit < 0:
         ap.error("--limit must be >= 0")
     if not args.gap >= 0:
@@ -98,7 +104,7 @@ def read_utterances(path, limit):
             yield u
 
 
-def events(utterances, gap):
+def events(utterances, gap, final_delay=0.0):
     """Yields (global_t, event dict) in output order, t never decreasing."""
     offset = 0.0
     last_t = 0.0
@@ -112,7 +118,7 @@ def events(utterances, gap):
             t = max(round(offset + local, 3), last_t)
             last_t = t
             yield t, {"partial": p["text"], "t": t, "id": uid}
-        t = max(round(offset + end, 3), last_t)
+        t = max(round(offset + end + final_delay, 3), last_t)
         last_t = t
         yield t, {"final": u["final"], "t": t, "id": uid}
         offset = offset + end + gap
@@ -127,7 +133,7 @@ def main(argv=None):
         return 1
     try:
         start = time.monotonic()
-        for t, ev in events(read_utterances(args.input, args.limit), args.gap):
+        for t, ev in events(read_utterances(args.input, args.limit), args.gap, args.final_delay):
             if args.realtime:
                 delay = start + t / args.speed - time.monotonic()
                 if delay > 0:
