@@ -4,7 +4,8 @@
 Same shape as the Rust bench (100k and 1M random 48-byte codes, k = 100, one query at a
 time); prints the median over the queries, in ms per query and in GB/s of codes scanned.
 
-    /work/venv-ref/bin/python tools/bench/scan_faiss.py [--queries 30]
+    python3 -m venv /tmp/bench && /tmp/bench/bin/pip install -r tools/bench/requirements.txt
+    /tmp/bench/bin/python tools/bench/scan_faiss.py [--queries 30]
 """
 
 import argparse

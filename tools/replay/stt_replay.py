@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Replay recorded recognizer output as primd's "jsonl" partial-transcript dialect.
 
-Input: the real-recognizer recordings in /work/shared/data/stt/spoken-squad-moonshine.jsonl
+Input: the real-recognizer recordings in ../shared/data/stt/spoken-squad-moonshine.jsonl
+(next to the project checkout)
 (see the README next to it), one utterance per line:
     {"id", "text", "audio_s", "partials": [{"t", "text"}, ...], "final"}
 where each partial's "t" is audio seconds since the start of that utterance.
@@ -40,7 +41,8 @@ import os
 import sys
 import time
 
-DEFAULT_INPUT = "/work/shared/data/stt/spoken-squad-moonshine.jsonl"
+DEFAULT_INPUT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))), "shared", "data", "stt", "spoken-squad-moonshine.jsonl")
 
 
 def parse_args(argv):
