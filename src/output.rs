@@ -9,7 +9,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::index::Index;
+use crate::index::{Index, PassageRef};
 use crate::input::Text;
 use crate::stream::Outcome;
 
@@ -36,13 +36,26 @@ pub enum Outbound {
     },
 }
 
+/// One result as JSON; `primd search` prints the same shape.
 #[derive(Serialize)]
-struct ResultJson<'a> {
-    id: &'a str,
-    title: &'a str,
-    score: f32,
-    text: &'a str,
-    chunk: u32,
+pub struct ResultJson<'a> {
+    pub id: &'a str,
+    pub title: &'a str,
+    pub score: f32,
+    pub text: &'a str,
+    pub chunk: u32,
+}
+
+impl<'a> ResultJson<'a> {
+    pub fn new(p: PassageRef<'a>, score: f32) -> Self {
+        ResultJson {
+            id: p.id,
+            title: p.title,
+            score,
+            text: p.text,
+            chunk: p.chunk,
+        }
+    }
 }
 
 #[derive(Serialize)]

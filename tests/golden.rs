@@ -7,34 +7,13 @@
 mod common;
 
 use primd::embed::{DIM, Embed, HashEmbedder};
-use primd::index::{
-    FORMAT_VERSION, Index, IndexMeta, PassageRecord, passage_embed_text, write_index,
-};
+use primd::index::{FORMAT_VERSION, Index, IndexMeta, PassageRecord, write_index};
 use primd::search::{Hits, Query, Searcher};
 
 const GOLDEN: &str = "golden-v1.idx";
 
 fn corpus() -> (Vec<PassageRecord>, Vec<f32>) {
-    let text = std::fs::read_to_string(common::data("golden-corpus.jsonl")).unwrap();
-    let mut e = HashEmbedder;
-    let (mut passages, mut vectors) = (Vec::new(), Vec::new());
-    for line in text.lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        let (title, body) = (v["title"].as_str().unwrap(), v["text"].as_str().unwrap());
-        let mut emb = [0.0; DIM];
-        e.embed_into(&passage_embed_text(title, body), &mut emb)
-            .unwrap();
-        vectors.extend_from_slice(&emb);
-        passages.push(PassageRecord {
-            id: v["id"].as_str().unwrap().into(),
-            title: title.into(),
-            text: body.into(),
-            chunk: 0,
-            word_start: 0,
-            word_end: body.split_whitespace().count() as u32,
-        });
-    }
-    (passages, vectors)
+    common::embed_corpus(&common::data("golden-corpus.jsonl"), &mut HashEmbedder)
 }
 
 fn meta() -> IndexMeta {

@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::Context;
 use primd::embed::{DIM, Embed, Embedder, EmbedderOptions};
 use primd::index::Index;
+use primd::output::ResultJson;
 use primd::search::{Hits, Query, Searcher};
 use serde::{Deserialize, Serialize};
 
@@ -21,15 +22,6 @@ struct InputLine {
 }
 
 #[derive(Serialize)]
-struct Result<'a> {
-    id: &'a str,
-    title: &'a str,
-    score: f32,
-    text: &'a str,
-    chunk: u32,
-}
-
-#[derive(Serialize)]
 struct Timings {
     embed: f64,
     scan: f64,
@@ -39,7 +31,7 @@ struct Timings {
 #[derive(Serialize)]
 struct OutputLine<'a> {
     id: &'a serde_json::Value,
-    results: Vec<Result<'a>>,
+    results: Vec<ResultJson<'a>>,
     ms: Timings,
 }
 
@@ -78,16 +70,7 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
             }
             let results = hits
                 .iter()
-                .map(|h| {
-                    let p = index.passage(h.index as usize)?;
-                    Ok(Result {
-                        id: p.id,
-                        title: p.title,
-                        score: h.score,
-                        text: p.text,
-                        chunk: p.chunk,
-                    })
-                })
+                .map(|h| Ok(ResultJson::new(index.passage(h.index as usize)?, h.score)))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let line = OutputLine {
                 id,

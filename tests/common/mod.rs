@@ -47,10 +47,9 @@ pub fn build_real_index(dir: &Path) -> PathBuf {
     build_index_of(&data("golden-corpus.jsonl"), dir)
 }
 
-/// A JSONL corpus (`{"id", "title", "text"}`), one passage per line, embedded with
-/// the real model as build-index does (no chunking).
-pub fn build_index_of(corpus: &Path, dir: &Path) -> PathBuf {
-    let mut e = Embedder::load(&model_dir(), &EmbedderOptions::default()).unwrap();
+/// A JSONL corpus (`{"id", "title", "text"}`), one passage per line (no chunking),
+/// embedded as build-index does: passages and their vectors, flattened.
+pub fn embed_corpus(corpus: &Path, e: &mut impl Embed) -> (Vec<PassageRecord>, Vec<f32>) {
     let text = std::fs::read_to_string(corpus).unwrap();
     let (mut passages, mut vectors) = (Vec::new(), Vec::new());
     for line in text.lines() {
@@ -66,9 +65,16 @@ pub fn build_index_of(corpus: &Path, dir: &Path) -> PathBuf {
             text: body.into(),
             chunk: 0,
             word_start: 0,
-            word_end: 0,
+            word_end: body.split_whitespace().count() as u32,
         });
     }
+    (passages, vectors)
+}
+
+/// An index of `corpus` built with the real model, in `dir`.
+pub fn build_index_of(corpus: &Path, dir: &Path) -> PathBuf {
+    let mut e = Embedder::load(&model_dir(), &EmbedderOptions::default()).unwrap();
+    let (passages, vectors) = embed_corpus(corpus, &mut e);
     let meta = IndexMeta {
         dim: DIM as u32,
         fingerprint: e.fingerprint(),

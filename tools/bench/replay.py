@@ -20,6 +20,8 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+sys.path.insert(0, os.path.join(ROOT, "tools", "eval"))
+from qrels import load_qrels  # noqa: E402
 
 
 def pct(xs, p):
@@ -69,13 +71,7 @@ def main():
                     "sends them after its endpointing silence)")
     args = ap.parse_args()
 
-    qrels = {}
-    with open(args.qrels) as f:
-        next(f)
-        for line in f:
-            qid, doc, score = line.rstrip("\n").split("\t")
-            if int(score) > 0:
-                qrels.setdefault(qid, set()).add(doc)
+    qrels = load_qrels(args.qrels)
     ids = [json.loads(l)["id"] for l in open(args.stt)]
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as stream:
         subprocess.run([sys.executable, os.path.join(ROOT, "tools/replay/stt_replay.py"),

@@ -17,6 +17,8 @@ import os
 import subprocess
 import time
 
+from qrels import load_qrels
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -60,13 +62,7 @@ def main():
     ap.add_argument("--candidates", default="10,50,100,200")
     args = ap.parse_args()
 
-    qrels = {}
-    with open(args.qrels) as f:
-        next(f)
-        for line in f:
-            qid, doc, score = line.rstrip("\n").split("\t")
-            if int(score) > 0:
-                qrels.setdefault(qid, set()).add(doc)
+    qrels = load_qrels(args.qrels)
 
     exact, secs, lat = run_search(args.primd, args.model, args.index, args.queries, ["--exact"])
     rows = [("exact (int8 brute force)", exact, secs, lat)]
