@@ -1,8 +1,14 @@
 //! primd: an on-device retriever that searches while the user is still speaking.
 //!
-//! The pipeline reads top to bottom in the module list: text → [`embed`] (unit vectors)
-//! → [`index`] (the on-disk passages, 1-bit codes and int8 vectors) → … The command-line front end lives in `main.rs` and `cmd/`; everything here is a
-//! library so that `tools/build-index` and the tests use the same code as the daemon.
+//! The pipeline, in the order data flows through it:
+//! bytes from an STT process → [`input`] (bounded lines, dialects → partial-transcript
+//! events) → [`stream`] (trigger, similarity gate, speculation, reflector, finalize) →
+//! [`embed`] (text → unit vector) → [`search`] over an [`index`] (1-bit scan with the
+//! [`scan`] kernels, int8 rerank) → [`output`] (JSON lines). [`daemon`] wires these with
+//! threads and channels; [`config`] turns the TOML file and flags into checked settings.
+//!
+//! The command line lives in `main.rs` and `cmd/`; everything else is this library, so
+//! `tools/build-index` and the tests run the same code as the daemon.
 
 pub mod config;
 pub mod daemon;
