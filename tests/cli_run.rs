@@ -4,7 +4,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 fn spawn(index: &Path, extra: &[&str]) -> Child {
@@ -21,6 +21,18 @@ fn spawn(index: &Path, extra: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+/// Pipes STREAM into `primd run` and waits for it to exit.
+fn run_stream(index: &Path, extra: &[&str]) -> Output {
+    let mut child = spawn(index, extra);
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(STREAM.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
 }
 
 fn finals(stdout: &[u8]) -> Vec<serde_json::Value> {
@@ -51,14 +63,7 @@ fn answers_each_utterance_and_survives_garbage_and_end_of_input() {
     let dir = tempfile::tempdir().unwrap();
     let index = common::build_real_index(dir.path());
     // Paced at 10x the stream's audio times, so partials arrive while "speaking".
-    let mut child = spawn(&index, &["--emit-speculative", "--pace", "10"]);
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(STREAM.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_stream(&index, &["--emit-speculative", "--pace", "10"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let speculative = String::from_utf8_lossy(&out.stdout)
@@ -103,14 +108,7 @@ fn answers_each_utterance_and_survives_garbage_and_end_of_input() {
 fn streaming_off_is_the_baseline_with_the_same_answers() {
     let dir = tempfile::tempdir().unwrap();
     let index = common::build_real_index(dir.path());
-    let mut child = spawn(&index, &["--no-streaming"]);
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(STREAM.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_stream(&index, &["--no-streaming"]);
     let f = finals(&out.stdout);
     assert_eq!(f.len(), 3);
     assert!(

@@ -159,6 +159,8 @@ pub struct StreamingRetriever<'i, E: Embed> {
     embedding: Embedding,
     /// Normalised text at the last trigger (speculation or gate skip).
     trigger_text: String,
+    /// Normalised final transcript (a reused buffer).
+    final_norm: String,
     /// Embedding the current candidates were scanned with (valid when `speculated`).
     spec_embedding: Embedding,
     speculated: bool,
@@ -182,6 +184,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             embedded_text: String::with_capacity(1024),
             embedding: [0.0; DIM],
             trigger_text: String::with_capacity(1024),
+            final_norm: String::with_capacity(1024),
             spec_embedding: [0.0; DIM],
             speculated: false,
             candidates: Candidates::new(),
@@ -257,14 +260,13 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
     /// retriever is then ready for the next utterance. An empty final falls back to the
     /// newest partial (some recognizers end with an empty final).
     pub fn finalize(&mut self, final_text: &str) -> Result<Outcome, EmbedError> {
-        let mut final_norm = std::mem::take(&mut self.trigger_text);
+        let mut final_norm = std::mem::take(&mut self.final_norm);
         self.normalizer.normalize_into(final_text, &mut final_norm);
         if final_norm.is_empty() {
             final_norm.clone_from(&self.current);
         }
         let outcome = self.finish(&final_norm);
-        final_norm.clear();
-        self.trigger_text = final_norm;
+        self.final_norm = final_norm; // keep the buffer's capacity
         self.reset();
         outcome
     }
