@@ -99,7 +99,8 @@ pub struct RunArgs {
     /// TOML file with a [layer1] section; flags override it
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Where partial transcripts come from: - (stdin) or a file
+    /// Where partial transcripts come from: - (stdin), a file, or a serial line
+    /// serial:/dev/ttyUSB0[@115200] (reopened with backoff when it goes away)
     #[arg(long, value_name = "SOURCE", default_value = "-")]
     pub input: String,
     /// Input format

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 fn primd() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_primd"));
+    let mut c = common::command(env!("CARGO_BIN_EXE_primd"));
     c.env_remove("RUST_LOG");
     c
 }

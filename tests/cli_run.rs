@@ -8,7 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 fn spawn(index: &Path, extra: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_primd"))
+    common::command(env!("CARGO_BIN_EXE_primd"))
         .arg("run")
         .arg("--model")
         .arg(common::model_dir())

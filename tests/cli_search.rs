@@ -4,12 +4,12 @@ mod common;
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use common::build_real_index;
 
 fn search(index: &Path, extra: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_primd"))
+    let mut child = common::command(env!("CARGO_BIN_EXE_primd"))
         .arg("search")
         .arg("--model")
         .arg(common::model_dir())

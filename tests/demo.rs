@@ -4,14 +4,13 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
 
 #[test]
 fn demo_stream_answers_every_question_with_its_passage() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().unwrap();
     let index = common::build_index_of(&root.join("demo/corpus.jsonl"), dir.path());
-    let out = Command::new(env!("CARGO_BIN_EXE_primd"))
+    let out = common::command(env!("CARGO_BIN_EXE_primd"))
         .args(["run", "--pace", "20", "--model"])
         .arg(common::model_dir())
         .arg("--index")

@@ -8,6 +8,7 @@ use primd::config::{self, Layer1};
 use primd::daemon::{self, DaemonOptions};
 use primd::embed::{Embed, Embedder, EmbedderOptions};
 use primd::index::Index;
+use primd::input::{SerialReader, SerialSpec};
 
 use crate::cli::RunArgs;
 
@@ -46,6 +47,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     index.check_fingerprint(&embedder.fingerprint())?;
     let input: Box<dyn BufRead + Send> = if args.input == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else if args.input.starts_with("serial:") {
+        let spec: SerialSpec = args.input.parse().map_err(anyhow::Error::msg)?;
+        Box::new(std::io::BufReader::new(SerialReader::new(spec)))
     } else {
         let file = std::fs::File::open(&args.input)
             .with_context(|| format!("opening input {:?}", args.input))?;

@@ -7,9 +7,11 @@
 
 mod dialect;
 mod lines;
+mod serial;
 
 pub use dialect::{Dialect, DialectKind, ParseError};
 pub use lines::{Line, LineReader, MAX_LINE_BYTES};
+pub use serial::{DEFAULT_BAUD, SerialReader, SerialSpec};
 
 use std::time::Instant;
 

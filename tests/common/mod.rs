@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use primd::embed::{DIM, Embed, Embedder, EmbedderOptions};
 use primd::index::{IndexMeta, PassageRecord, passage_embed_text, write_index};
@@ -19,6 +20,22 @@ pub fn model_dir() -> PathBuf {
         "{dir:?} has no model.onnx: run models/fetch first (README, 'Tests')"
     );
     dir
+}
+
+/// A command for one of the workspace's binaries (`env!("CARGO_BIN_EXE_...")`). When the
+/// tests are cross-compiled and run under an emulator, `PRIMD_TEST_RUNNER` names it
+/// (e.g. `qemu-aarch64-static`): without binfmt_misc the kernel cannot start a foreign
+/// binary by itself.
+pub fn command(bin: &str) -> Command {
+    match std::env::var("PRIMD_TEST_RUNNER") {
+        Ok(runner) if !runner.trim().is_empty() => {
+            let mut words = runner.split_whitespace();
+            let mut c = Command::new(words.next().unwrap());
+            c.args(words).arg(bin);
+            c
+        }
+        _ => Command::new(bin),
+    }
 }
 
 pub fn data(name: &str) -> PathBuf {

@@ -11,8 +11,17 @@ fn model_dir() -> PathBuf {
 }
 
 fn build(input: &Path, output: &Path, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_build-index"))
-        .arg("--quiet")
+    // Under an emulator (cross-compiled tests), start the binary through it.
+    let mut c = match std::env::var("PRIMD_TEST_RUNNER") {
+        Ok(r) if !r.trim().is_empty() => {
+            let mut words = r.split_whitespace();
+            let mut c = Command::new(words.next().unwrap());
+            c.args(words).arg(env!("CARGO_BIN_EXE_build-index"));
+            c
+        }
+        _ => Command::new(env!("CARGO_BIN_EXE_build-index")),
+    };
+    c.arg("--quiet")
         .arg("--model")
         .arg(model_dir())
         .arg("--input")
