@@ -102,8 +102,8 @@ pub struct RunArgs {
     /// Where partial transcripts come from: - (stdin) or a file
     #[arg(long, value_name = "SOURCE", default_value = "-")]
     pub input: String,
-    /// Input format
-    #[arg(long, value_enum, default_value_t = primd::input::DialectKind::Jsonl)]
+    /// Input format (auto: detected from the first non-empty line, logged)
+    #[arg(long, value_enum, default_value_t = primd::input::DialectKind::Auto)]
     pub dialect: primd::input::DialectKind,
     /// Also print an event per speculative search (for prefetching)
     #[arg(long)]
