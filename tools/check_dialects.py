@@ -56,12 +56,18 @@ def load(path, limit):
 
 
 def laid_out(utts):
-    """(offset seconds, utterance, its non-empty partials) per utterance."""
+    """(offset seconds, utterance, its partials as (t, text)) per utterance. Empty
+    partials are kept where the dialect has times: the recognizer really sent them, and
+    they keep the audio clock going (no false silence gap)."""
     off = 0.0
     for u in utts:
-        parts = [(p["t"], p["text"].strip()) for p in u["partials"] if p["text"].strip()]
+        parts = [(p["t"], p["text"].strip()) for p in u["partials"]]
         yield off, u, parts
         off += u["audio_s"] + GAP
+
+
+def nonempty(parts):
+    return [(t, p) for t, p in parts if p]
 
 
 def ts(s):
@@ -81,7 +87,7 @@ def r_jsonl(utts):
 def r_plain(utts):
     out = []
     for _, u, parts in laid_out(utts):
-        out += [p for _, p in parts]
+        out += [p for _, p in nonempty(parts)]
         out += [u["final"].strip(), ""]
     return "\n".join(out) + "\n"
 
@@ -89,7 +95,7 @@ def r_plain(utts):
 def r_whisper_cpp(utts):
     s = "[Start speaking]\n"
     for _, u, parts in laid_out(utts):
-        for _, p in parts:
+        for _, p in nonempty(parts):
             s += CLR + " " + p
         s += CLR + " " + u["final"].strip() + "\n"
     return s

@@ -112,8 +112,12 @@ pub struct Ctx {
 pub type Emit<'a> = dyn FnMut(Event) + 'a;
 
 fn event(kind: EventKind, text: &str, t: Option<f64>, cx: &Ctx) -> Event {
-    let (text, cut) = to_text(text);
+    let (mut text, cut) = to_text(text);
     if cut {
+        // The cut may fall after a space: keep texts trimmed.
+        while text.ends_with(char::is_whitespace) {
+            text.pop();
+        }
         log::warn!(
             "line {}: transcript longer than {} bytes, cut",
             cx.line,
@@ -325,6 +329,30 @@ impl Dialect {
         };
         self.parse(line, End::Newline, cx, &mut |e| events.push(e))?;
         Ok(events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::run;
+    use super::*;
+
+    /// Found by `fuzz/` (target `dialects`): a partial cut at `MAX_TEXT_BYTES` right
+    /// after a space kept the space.
+    #[test]
+    fn a_cut_transcript_is_still_trimmed() {
+        let long = format!("{} tail", "abc ".repeat(crate::input::MAX_TEXT_BYTES));
+        for kind in [DialectKind::Plain, DialectKind::Jsonl] {
+            let line = match kind {
+                DialectKind::Jsonl => format!("{{\"partial\": \"{long}\"}}\n"),
+                _ => format!("{long}\n"),
+            };
+            let (ev, err) = run(kind, line.as_bytes());
+            assert!(err.is_empty());
+            let text = &ev[0].1;
+            assert!(text.len() <= crate::input::MAX_TEXT_BYTES && text.len() > 2000);
+            assert_eq!(text.trim(), text, "{kind:?}");
+        }
     }
 }
 
