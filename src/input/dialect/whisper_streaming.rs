@@ -8,6 +8,8 @@
 //! the format ends an utterance; audio silence does: an increment starting at least
 //! `endpoint_ms` after the previous one ended closes the utterance (the daemon's
 //! wall-clock `endpoint_ms` also does, live). Events carry `t` = the increment's end.
+//! Live, the server (`whisper_online_server.py`) sends these lines over TCP: pipe
+//! `nc` into primd.
 
 use super::whisper_cpp::join_into;
 use super::{Ctx, Emit, ParseError, Utterance};
@@ -61,7 +63,8 @@ impl WhisperStreaming {
 /// `[emit] beg end text` → (beg, end, text as printed after the separating space).
 fn split(line: &str) -> Option<(f64, f64, &str)> {
     let line = line.trim_end_matches(['\r', '\n']);
-    let mut rest = line.trim_start();
+    // The server's line_packet can pad with NUL bytes.
+    let mut rest = line.trim_start_matches(|c: char| c == '\0' || c.is_whitespace());
     let mut nums = [0.0f64; 3];
     let mut n = 0;
     let mut first_has_point = false;
@@ -111,6 +114,7 @@ mod tests {
         assert_eq!(split("what 1 2"), None);
         assert_eq!(split("2400 1200 backwards"), None);
         assert_eq!(split("1.5 2400"), None);
+        assert_eq!(split("\0\0 0 500 padded"), Some((0.0, 500.0, "padded")));
     }
 
     #[test]
