@@ -140,3 +140,24 @@ fn a_redraw_without_any_terminator_is_read_at_once() {
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }
+
+#[test]
+fn an_utterance_ended_by_silence_is_not_answered_again_by_a_late_end_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = common::build_real_index(dir.path());
+    let mut child = spawn(&index, &["--dialect", "plain", "--endpoint-ms", "300"]);
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdin.write_all(b"turn off the kitchen lights\n").unwrap();
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap(); // answered on silence
+    // The recognizer's end-of-utterance marker arrives after that.
+    stdin.write_all(b"\n").unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(finals(rest.as_bytes()).len(), 0, "answered twice: {rest}");
+    assert_eq!(finals(line.as_bytes())[0]["results"][0]["id"], "lights");
+}
