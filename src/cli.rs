@@ -103,8 +103,8 @@ pub struct RunArgs {
     /// serial:/dev/ttyUSB0[@115200] (reopened with backoff when it goes away)
     #[arg(long, value_name = "SOURCE", default_value = "-")]
     pub input: String,
-    /// Input format
-    #[arg(long, value_enum, default_value_t = primd::input::DialectKind::Jsonl)]
+    /// Input format (auto: detected from the first non-empty line, logged)
+    #[arg(long, value_enum, default_value_t = primd::input::DialectKind::Auto)]
     pub dialect: primd::input::DialectKind,
     /// Also print an event per speculative search (for prefetching)
     #[arg(long)]

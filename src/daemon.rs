@@ -10,13 +10,18 @@
 //! superseded, never queued behind (the count is reported as `stale_dropped`). Finals
 //! are never dropped. When nothing is waiting the retriever does its idle work (embed
 //! the newest partial), then blocks; with an utterance open it blocks at most
-//! `endpoint_ms`, after which silence ends the utterance.
+//! `endpoint_ms`, after which silence ends the utterance; it counts those endings in
+//! an atomic the reader checks before each line, so that dialects which accumulate an
+//! utterance from pieces (whisper-streaming, WhisperLive, Deepgram) start the next one
+//! from nothing. Gaps in *audio* time are endpointed by the dialect itself (it sends a
+//! final), deterministically, however far ahead of the retriever the reader is.
 //!
 //! Shutdown: end of input, SIGINT or SIGTERM, or a closed stdout → the open utterance
 //! is finalised with its newest partial, its result written, and `run` returns.
 
 use std::io::{BufRead, Write};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded};
@@ -24,7 +29,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounde
 use crate::config::RunConfig;
 use crate::embed::Embed;
 use crate::index::Index;
-use crate::input::{Dialect, DialectKind, Event, EventKind, Line, LineReader, Text};
+use crate::input::{
+    Ctx, Dialect, DialectKind, End, Event, EventKind, Line, LineReader, MAX_LINE_BYTES, Text,
+};
 use crate::output::{Outbound, SPECULATIVE_SHOWN, write_message};
 use crate::search::Searcher;
 use crate::stream::normalize::Normalizer;
@@ -73,16 +80,25 @@ pub fn run<E: Embed + 'static>(
     let (events_tx, events_rx) = bounded::<Inbound>(EVENT_QUEUE);
     let (out_tx, out_rx) = bounded::<Outbound>(EVENT_QUEUE);
     install_signal_handler(events_tx.clone())?;
-    log::info!(
-        "ready: reading {:?} events",
-        opts.dialect.unwrap_or(DialectKind::Jsonl)
-    );
+    let dialect = opts.dialect.unwrap_or(DialectKind::Auto);
+    log::info!("ready: reading {} input", dialect.name());
 
-    let dialect = opts.dialect.unwrap_or(DialectKind::Jsonl);
     let pace = opts.pace;
+    let endpoint_ms = cfg.endpoint_ms;
+    let silences = Arc::new(AtomicU64::new(0));
+    let reader_silences = silences.clone();
     let reader = std::thread::Builder::new()
         .name("primd-reader".into())
-        .spawn(move || read_events(input, dialect, pace, events_tx))?;
+        .spawn(move || {
+            read_events(
+                input,
+                dialect,
+                endpoint_ms,
+                pace,
+                reader_silences,
+                events_tx,
+            )
+        })?;
     let writer_index = index.clone();
     let writer = std::thread::Builder::new()
         .name("primd-writer".into())
@@ -100,8 +116,8 @@ pub fn run<E: Embed + 'static>(
         pending: None,
         open: false,
         newest: Text::new(),
-        last_t: None,
         stale: 0,
+        silences: &silences,
     };
     retrieval.run(&events_rx);
     let mut stats = retrieval.stats;
@@ -126,17 +142,40 @@ pub fn run<E: Embed + 'static>(
 }
 
 /// The reader thread: input bytes → events. Returns how many lines it rejected.
+///
+/// `silences` counts the utterances the retriever ended on wall-clock silence: when it
+/// moved, the dialect starts its next utterance from nothing.
 fn read_events(
     input: Box<dyn BufRead + Send>,
     dialect: DialectKind,
+    endpoint_ms: u64,
     pace: f64,
+    silences: Arc<AtomicU64>,
     tx: Sender<Inbound>,
 ) -> u64 {
     let mut lines = LineReader::new(input);
-    let mut parser = Dialect::new(dialect);
+    let mut parser = Dialect::new(dialect, endpoint_ms);
     let mut rejected = 0;
+    let mut silences_seen = 0;
     let started = Instant::now();
+    let gone = std::cell::Cell::new(false);
+    let mut send = |mut ev: Event| {
+        if gone.get() {
+            return;
+        }
+        if pace > 0.0
+            && let Some(t) = ev.t
+        {
+            let due = started + Duration::from_secs_f64((t / pace).max(0.0));
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            ev.received = Instant::now();
+        }
+        gone.set(tx.send(Inbound::Event(ev)).is_err());
+    };
     loop {
+        lines.set_mode(parser.reader_mode());
         let (line_no, line) = match lines.next_line() {
             Ok(Some(l)) => l,
             Ok(None) => break,
@@ -145,34 +184,33 @@ fn read_events(
                 break;
             }
         };
-        let text = match line {
-            Line::Text(t) => t,
+        let (text, end) = match &line {
+            Line::Text(t) => (t, End::Newline),
+            Line::Rewrite(t) => (t, End::Rewrite),
+            Line::Pending(t) => (t, End::Pending),
             Line::TooLong(n) => {
                 rejected += 1;
-                log::warn!("input line {line_no}: {n} bytes without a newline, skipped");
+                log::warn!(
+                    "input line {line_no}: {n} bytes without a newline, skipped (limit {MAX_LINE_BYTES})"
+                );
                 continue;
             }
         };
-        match parser.parse(&text, line_no, Instant::now()) {
-            Ok(None) => {}
-            Ok(Some(mut ev)) => {
-                if pace > 0.0
-                    && let Some(t) = ev.t
-                {
-                    let due = started + Duration::from_secs_f64((t / pace).max(0.0));
-                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                        std::thread::sleep(wait);
-                    }
-                    ev.received = Instant::now();
-                }
-                if tx.send(Inbound::Event(ev)).is_err() {
-                    return rejected; // retriever gone
-                }
-            }
-            Err(e) => {
-                rejected += 1;
-                log::warn!("input {e}; skipped");
-            }
+        let s = silences.load(Ordering::Relaxed);
+        if s != silences_seen {
+            silences_seen = s;
+            parser.silence();
+        }
+        let cx = Ctx {
+            line: line_no,
+            received: Instant::now(),
+        };
+        if let Err(e) = parser.parse(text, end, cx, &mut send) {
+            rejected += 1;
+            log::warn!("input {e}; skipped");
+        }
+        if gone.get() {
+            return rejected; // retriever gone
         }
     }
     let _ = tx.send(Inbound::End);
@@ -193,8 +231,9 @@ struct Retrieval<'a, 'i, E: Embed> {
     open: bool,
     /// Text of the newest partial of the open utterance (the final if silence ends it).
     newest: Text,
-    last_t: Option<f64>,
     stale: u32,
+    /// Utterances ended by wall-clock silence (the reader watches it).
+    silences: &'a AtomicU64,
 }
 
 impl<E: Embed> Retrieval<'_, '_, E> {
@@ -230,7 +269,10 @@ impl<E: Embed> Retrieval<'_, '_, E> {
             };
             let keep_going = match next {
                 // Silence: the newest partial is the final; speech ended `endpoint` ago.
-                None => self.finish(None, Instant::now() - endpoint),
+                None => {
+                    self.silences.fetch_add(1, Ordering::Relaxed);
+                    self.finish(None, Instant::now() - endpoint)
+                }
                 Some(Inbound::End) => {
                     if self.open {
                         self.finish(None, Instant::now());
@@ -246,17 +288,8 @@ impl<E: Embed> Retrieval<'_, '_, E> {
     }
 
     /// Handles one event; false when the output is gone.
+    /// (Gaps in audio time are endpointed by the dialect, which sends a final.)
     fn event(&mut self, ev: Event) -> bool {
-        // A gap in audio time longer than the endpoint ends the previous utterance.
-        if let (Some(t), Some(prev)) = (ev.t, self.last_t)
-            && self.open
-            && ev.kind == EventKind::Partial
-            && (t - prev) * 1000.0 >= self.cfg.endpoint_ms as f64
-            && !self.finish(None, ev.received)
-        {
-            return false;
-        }
-        self.last_t = ev.t.or(self.last_t);
         match ev.kind {
             EventKind::Partial => {
                 self.open = true;

@@ -1,18 +1,41 @@
 //! Bounded line reading: a recognizer (or a noisy serial line) may send a line that
 //! never ends. Lines longer than [`MAX_LINE_BYTES`] are discarded up to the next
 //! newline, with a warning, and reading resynchronises there; nothing grows unbounded.
+//!
+//! [`Mode::Rewrites`] is for recognizers that redraw one terminal line (whisper.cpp's
+//! `stream` prints `ESC[2K` + `\r` + the new hypothesis, with no newline until it
+//! commits): a `\r` also ends a segment, and text that arrived without any terminator
+//! is handed out as soon as the input has nothing more buffered ([`Line::Pending`]),
+//! because the recognizer flushed it and will not terminate it until its next step.
+//! The buffer is reused: no allocation per line once it reached its working size
+//! (except the replacement copy of a line holding invalid UTF-8).
 
+use std::borrow::Cow;
 use std::io::{self, BufRead};
 
 /// Longest accepted line, in bytes.
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
 
+/// Where segments end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// At `\n` only (a trailing `\r` is removed).
+    Lines,
+    /// At `\n` and at `\r`; unterminated text is delivered when the input pauses.
+    Rewrites,
+}
+
 /// What `next_line` found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Line<'a> {
     /// A complete line (without its newline; a trailing `\r` removed), invalid UTF-8
-    /// replaced by U+FFFD.
-    Text(std::borrow::Cow<'a, str>),
+    /// replaced by U+FFFD. Also the last bytes of the input without a newline.
+    Text(Cow<'a, str>),
+    /// ([`Mode::Rewrites`]) a segment ended by `\r`: the line is about to be redrawn.
+    Rewrite(Cow<'a, str>),
+    /// ([`Mode::Rewrites`]) the text of the current segment so far, delivered because
+    /// the input has nothing more waiting; it stays buffered and will be continued.
+    Pending(Cow<'a, str>),
     /// A line longer than the limit was skipped; holds its length in bytes.
     TooLong(usize),
 }
@@ -22,6 +45,9 @@ pub struct LineReader<R> {
     buf: Vec<u8>,
     max: usize,
     line_no: u64,
+    mode: Mode,
+    /// `buf` holds the start of a segment already delivered as `Pending`.
+    carry: bool,
 }
 
 impl<R: BufRead> LineReader<R> {
@@ -35,14 +61,29 @@ impl<R: BufRead> LineReader<R> {
             buf: Vec::with_capacity(1024),
             max,
             line_no: 0,
+            mode: Mode::Lines,
+            carry: false,
         }
     }
 
+    pub fn set_mode(&mut self, mode: Mode) {
+        self.mode = mode;
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
     /// The next line with its 1-based number, or `None` at end of input. A final line
-    /// without a newline counts.
+    /// without a newline counts. `Rewrite` and `Pending` segments carry the number of
+    /// the line they belong to (the next newline ends it).
     pub fn next_line(&mut self) -> io::Result<Option<(u64, Line<'_>)>> {
-        self.buf.clear();
+        if !self.carry {
+            self.buf.clear();
+        }
+        self.carry = false;
         let mut skipped = 0usize;
+        let rewrites = self.mode == Mode::Rewrites;
         loop {
             let available = match self.inner.fill_buf() {
                 Ok(b) => b,
@@ -61,10 +102,13 @@ impl<R: BufRead> LineReader<R> {
                 self.line_no += 1;
                 return Ok(Some((self.line_no, Line::Text(self.text()))));
             }
-            let (chunk, found) = match memchr_newline(available) {
-                Some(i) => (&available[..i], Some(i)),
-                None => (available, None),
+            let found = if rewrites {
+                available.iter().position(|&c| c == b'\n' || c == b'\r')
+            } else {
+                available.iter().position(|&c| c == b'\n')
             };
+            let chunk = &available[..found.unwrap_or(available.len())];
+            let terminator = found.map(|i| available[i]);
             if skipped > 0 || self.buf.len() + chunk.len() > self.max {
                 skipped += self.buf.len() + chunk.len();
                 self.buf.clear();
@@ -73,41 +117,61 @@ impl<R: BufRead> LineReader<R> {
             }
             let consumed = found.map_or(available.len(), |i| i + 1);
             self.inner.consume(consumed);
-            if found.is_some() {
-                self.line_no += 1;
-                if skipped > 0 {
-                    return Ok(Some((self.line_no, Line::TooLong(skipped))));
+            match terminator {
+                Some(b'\n') => {
+                    self.line_no += 1;
+                    if skipped > 0 {
+                        return Ok(Some((self.line_no, Line::TooLong(skipped))));
+                    }
+                    return Ok(Some((self.line_no, Line::Text(self.text()))));
                 }
-                return Ok(Some((self.line_no, Line::Text(self.text()))));
+                Some(_) => {
+                    // '\r' in rewrite mode: the next redraw starts clean, so it also
+                    // resynchronises after a too-long segment.
+                    if skipped > 0 {
+                        return Ok(Some((self.line_no + 1, Line::TooLong(skipped))));
+                    }
+                    return Ok(Some((self.line_no + 1, Line::Rewrite(self.text()))));
+                }
+                None => {
+                    if rewrites && skipped == 0 && !self.buf.is_empty() {
+                        // Nothing terminated what arrived: hand it out now, keep it.
+                        self.carry = true;
+                        return Ok(Some((self.line_no + 1, Line::Pending(self.text()))));
+                    }
+                }
             }
         }
     }
 
-    fn text(&self) -> std::borrow::Cow<'_, str> {
+    fn text(&self) -> Cow<'_, str> {
         let line = self.buf.strip_suffix(b"\r").unwrap_or(&self.buf);
         String::from_utf8_lossy(line)
     }
-}
-
-fn memchr_newline(b: &[u8]) -> Option<usize> {
-    b.iter().position(|&c| c == b'\n')
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn all(input: &[u8], max: usize) -> Vec<String> {
+    fn all_in(input: &[u8], max: usize, mode: Mode, cap: usize) -> Vec<String> {
         // A tiny BufReader capacity exercises lines that span many fills.
-        let mut r = LineReader::with_limit(io::BufReader::with_capacity(3, input), max);
+        let mut r = LineReader::with_limit(io::BufReader::with_capacity(cap, input), max);
+        r.set_mode(mode);
         let mut out = Vec::new();
-        while let Some((_, l)) = r.next_line().unwrap() {
+        while let Some((n, l)) = r.next_line().unwrap() {
             out.push(match l {
                 Line::Text(t) => t.into_owned(),
+                Line::Rewrite(t) => format!("{n}r:{t}"),
+                Line::Pending(t) => format!("{n}p:{t}"),
                 Line::TooLong(n) => format!("<{n} bytes skipped>"),
             });
         }
         out
+    }
+
+    fn all(input: &[u8], max: usize) -> Vec<String> {
+        all_in(input, max, Mode::Lines, 3)
     }
 
     #[test]
@@ -133,6 +197,41 @@ mod tests {
         assert_eq!(
             all(b"caf\xc3\xa9 \xff\xfe ok\n", 100),
             ["café \u{fffd}\u{fffd} ok"]
+        );
+    }
+
+    #[test]
+    fn rewrite_mode_ends_segments_at_carriage_returns() {
+        // Whole input in one fill: no pauses, so no pending snapshots.
+        let got = all_in(
+            b"\x1b[2K\r one\x1b[2K\r one two\ncommitted\n",
+            100,
+            Mode::Rewrites,
+            64,
+        );
+        assert_eq!(
+            got,
+            ["1r:\x1b[2K", "1r: one\x1b[2K", " one two", "committed"]
+        );
+    }
+
+    #[test]
+    fn rewrite_mode_hands_out_unterminated_text_when_the_input_pauses() {
+        // Capacity 4: every fill is a "pause"; the pending text grows and is kept.
+        let got = all_in(b"hello wo\rx\n", 100, Mode::Rewrites, 4);
+        assert_eq!(got, ["1p:hell", "1p:hello wo", "1r:hello wo", "x"]);
+    }
+
+    #[test]
+    fn rewrite_mode_is_bounded_too() {
+        let mut input = std::iter::repeat_n(b'z', 30).collect::<Vec<_>>();
+        input.extend(b"\r\rok\n");
+        let got = all_in(&input, 10, Mode::Rewrites, 4);
+        assert!(got.contains(&"<30 bytes skipped>".to_string()), "{got:?}");
+        assert_eq!(got.last().unwrap(), "ok", "resynchronised at the next \\r");
+        assert!(
+            got.iter().all(|s| s.len() <= 14 + 4),
+            "nothing longer than the limit is delivered: {got:?}"
         );
     }
 }

@@ -1,16 +1,17 @@
 //! Bytes from a speech-to-text process → partial-transcript events.
 //!
 //! A [`LineReader`] cuts any byte source into bounded lines (an endless line is dropped
-//! with a warning, never buffered whole; invalid UTF-8 is replaced); a [`Dialect`] turns
-//! lines into [`Event`]s. Events carry their text in a fixed-capacity string, so the
+//! with a warning, never buffered whole; invalid UTF-8 is replaced; carriage-return
+//! redraws are cut too, for recognizers that rewrite a terminal line); a [`Dialect`]
+//! turns them into [`Event`]s, whatever the recognizer's format. Events carry their text in a fixed-capacity string, so the
 //! channel between the reader and the retriever never allocates per partial.
 
 mod dialect;
 mod lines;
 mod serial;
 
-pub use dialect::{Dialect, DialectKind, ParseError};
-pub use lines::{Line, LineReader, MAX_LINE_BYTES};
+pub use dialect::{Ctx, Dialect, DialectKind, Emit, End, ParseError, detect};
+pub use lines::{Line, LineReader, MAX_LINE_BYTES, Mode};
 pub use serial::{DEFAULT_BAUD, SerialReader, SerialSpec};
 
 use std::time::Instant;
