@@ -20,6 +20,8 @@ pub mod progress;
 pub mod report;
 pub mod streams;
 pub mod svg;
+#[cfg(test)]
+mod tests;
 
 use std::time::Instant;
 
