@@ -52,6 +52,8 @@ pub struct UttResult {
     /// Partials never observed (a newer event came at the same audio time).
     pub superseded: u32,
     pub max_partial_work_ms: f64,
+    /// Shortest audio time between an observed partial and the next event, ms.
+    pub min_gap_ms: f64,
 }
 
 /// Replays one utterance through `r` (which is reset after it).
@@ -66,12 +68,14 @@ pub fn replay_one<E: Embed>(
     let mut first_relevant_s = None;
     let mut superseded = 0;
     let mut max_work: f64 = 0.0;
+    let mut min_gap = f64::INFINITY;
     for (i, p) in rec.partials.iter().enumerate() {
         let next_t = rec.partials.get(i + 1).map_or(final_t, |n| n.t);
         if next_t <= p.t {
             superseded += 1;
             continue;
         }
+        min_gap = min_gap.min((next_t - p.t) * 1e3);
         let t0 = Instant::now();
         let observed = r.observe(&p.text)?;
         if observed == Observed::Speculated
@@ -107,6 +111,7 @@ pub fn replay_one<E: Embed>(
         overlap,
         superseded,
         max_partial_work_ms: max_work,
+        min_gap_ms: min_gap,
     })
 }
 
@@ -209,6 +214,9 @@ pub struct ModeSummary {
     pub fell_back_to_full: usize,
     pub superseded_partials_per_utterance: f64,
     pub max_partial_work_ms: f64,
+    /// Shortest audio time between an observed partial and the next event (the time the
+    /// daemon would have had for that work), ms; `None` when no partial was observed.
+    pub min_partial_gap_ms: Option<f64>,
 }
 
 impl ModeSummary {
@@ -251,6 +259,13 @@ impl ModeSummary {
                 .iter()
                 .map(|r| r.max_partial_work_ms)
                 .fold(0.0, f64::max),
+            min_partial_gap_ms: Some(
+                results
+                    .iter()
+                    .map(|r| r.min_gap_ms)
+                    .fold(f64::INFINITY, f64::min),
+            )
+            .filter(|g| g.is_finite()),
         }
     }
 }
