@@ -134,6 +134,13 @@ fn eval_json_report_and_errors() {
             );
         }
     }
+    let recs = std::fs::read_to_string(out_dir.join("prefix_records.jsonl")).unwrap();
+    assert_eq!(recs.lines().count(), 8);
+    let q1: serde_json::Value = serde_json::from_str(recs.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (q1["id"].as_str(), q1["n"].as_u64(), q1["qtype"].as_str()),
+        (Some("q1"), Some(7), Some("when"))
+    );
     let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
     assert!(
         md.contains("| streamable at L = 600 ms, δ = 3 w/s, θ = 0.8: all |"),

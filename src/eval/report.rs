@@ -381,7 +381,9 @@ pub fn markdown(run: &EvalRun) -> String {
     md
 }
 
-/// Writes `report.md`, `report.json` and the plots into `dir` (created if needed).
+/// Writes `report.md`, `report.json`, the plots, and `prefix_records.jsonl` (per query:
+/// `id`, `qtype`, `n`, `t_sc`, `t_suf` and `favourable` at k = 1, 3, 5, 10) into `dir`
+/// (created if needed).
 pub fn write_dir(run: &EvalRun, dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {dir:?}"))?;
     let write = |name: &str, body: &str| {
@@ -412,6 +414,16 @@ pub fn write_dir(run: &EvalRun, dir: &Path) -> anyhow::Result<()> {
             ),
         )?;
     }
+    let mut records = String::new();
+    for r in &run.prefix_records {
+        let line = serde_json::json!({
+            "id": r.id, "qtype": r.qtype, "n": r.n, "t_sc": r.t_sc,
+            "t_suf": r.t_suf, "favourable": r.favourable,
+        });
+        records.push_str(&line.to_string());
+        records.push('\n');
+    }
+    write("prefix_records.jsonl", &records)?;
     write("report.md", &markdown(run))?;
     write(
         "report.json",
