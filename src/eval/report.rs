@@ -165,9 +165,10 @@ fn streams_md(md: &mut String, st: &StreamSummary, spec_n: usize) {
     let _ = writeln!(
         md,
         "{} utterances ({} without a relevant passage in the index skipped). Each partial is \
-         fed at its audio time in the daemon's order of work (observe, then idle embedding; a \
-         partial superseded by an event at the same audio time is not observed); \
-         latency is the wall-clock time of `finalize`, end of utterance → results.\n",
+         fed at its audio time, in the order of work the daemon would have at real time (a \
+         virtual clock advanced by the measured work: the newest waiting event is taken, \
+         idle embedding when nothing waits); latency is end of utterance → results: any \
+         wait for work in progress plus the wall-clock time of `finalize`.\n",
         st.utterances, st.skipped_no_relevant
     );
     md.push_str("| mode | hit@1 | hit@10 | paths | spec. searches / utt. | gate skips / utt. | p50 ms | p90 | p95 | p99 |\n");
@@ -194,23 +195,16 @@ fn streams_md(md: &mut String, st: &StreamSummary, spec_n: usize) {
          relevant passage the baseline had in its top-10; {} gained one).",
         st.misfires, s.fell_back_to_full, st.lost_relevant, st.gained_relevant
     );
-    let keeps_up = match s.min_partial_gap_ms {
-        Some(gap) if s.max_partial_work_ms < gap => format!(
-            "under the shortest gap between an observed partial and the next event ({gap:.0} ms \
-             of audio), so on this machine the daemon keeps up and the replay's order of work \
-             is the daemon's"
-        ),
-        Some(gap) => format!(
-            "**more** than the shortest gap between an observed partial and the next event \
-             ({gap:.0} ms of audio): on this machine the daemon would fall behind and drop stale \
-             partials, which this replay does not model"
-        ),
-        None => "no partial was observed".into(),
-    };
     let _ = writeln!(
         md,
-        "- Longest observe + idle work for one partial: {:.1} ms, {keeps_up}.",
-        s.max_partial_work_ms
+        "- Longest observe + idle work for one partial: {:.1} ms; shortest audio time between \
+         an observed partial and the next event: {} ms. {:.2} partials per utterance were \
+         superseded before they could be observed; {} finals waited for work in progress \
+         (included in the latency).",
+        s.max_partial_work_ms,
+        opt(s.min_partial_gap_ms, 0),
+        s.superseded_partials_per_utterance,
+        s.final_waited
     );
 }
 

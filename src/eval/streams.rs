@@ -1,25 +1,28 @@
 //! Real-stream replay: recorded recognizer partials through the daemon's
 //! [`StreamingRetriever`], streaming vs the `enabled = false` baseline.
 //!
-//! The replay runs as fast as the machine allows (no sleeping) but keeps the daemon's
-//! order of work, deterministically:
+//! The replay runs as fast as the machine allows (no sleeping) but keeps the order of
+//! work the daemon would have at real time, on a virtual clock in audio seconds that
+//! advances by the *measured* duration of each piece of work:
 //! - events are the utterance's partials at their audio times `t`, then its final at
 //!   the end of the audio;
-//! - a partial followed by another event at the *same* audio time is superseded, never
-//!   observed (the daemon drains its queue and looks only at the newest partial; a
-//!   final supersedes a partial still waiting). The recordings stamp the last partial
-//!   and the final at the same instant, so the last partial is usually superseded, as
-//!   it is in `primd run` fed the same recording;
-//! - otherwise the partial is observed, then [`StreamingRetriever::idle`] runs (the
-//!   daemon does its idle work — embed the newest partial — whenever its queue is empty,
-//!   and partials come 0.5 s apart while an embed takes milliseconds). The longest
-//!   observe + idle of any partial is reported (`max_partial_work_ms`) so that this
-//!   assumption can be checked against the gap between partials;
+//! - the retriever takes the newest waiting event when it is free (the daemon drains
+//!   its queue and only looks at the newest partial; a final supersedes a partial still
+//!   waiting): a partial whose next event arrives before the retriever is free is
+//!   superseded, never observed. The recordings stamp the last partial and the final
+//!   at the same instant, so the last partial is usually superseded, as it is in
+//!   `primd run` fed the same recording;
+//! - after observing a partial, if no event has arrived yet the retriever does its idle
+//!   work ([`StreamingRetriever::idle`]: embed the newest partial), which, like in the
+//!   daemon, cannot be interrupted;
 //! - each record is one utterance, ended by its final (the daemon's silence endpoint
 //!   never fires inside these recordings: partials are at most 0.5 s apart).
 //!
-//! Latency is what the daemon reports as `eou_to_result`: the wall-clock time of
-//! [`StreamingRetriever::finalize`], measured around the call.
+//! Latency is what the daemon reports as `eou_to_result`: the time the final waited for
+//! work in progress (virtual clock) plus the wall-clock time of
+//! [`StreamingRetriever::finalize`], measured around the call. Given the measured
+//! durations the order of work is deterministic; on a slower or busier machine more
+//! partials are superseded, exactly as they would be in the daemon.
 
 use std::time::Instant;
 
@@ -41,10 +44,14 @@ pub struct UttResult {
     pub path: FinalPath,
     pub hit1: bool,
     pub hit10: bool,
-    /// End of utterance → results, wall clock, milliseconds.
+    /// End of utterance → results, milliseconds: waiting for work in progress, then
+    /// `finalize` (wall clock).
     pub latency_ms: f64,
+    /// The part of it the final waited for work in progress.
+    pub waited_ms: f64,
     pub counts: Counts,
-    /// Audio time of the first speculative scan whose candidates held a relevant passage.
+    /// Audio time (s) at which a speculative scan's candidates first held a relevant
+    /// passage (when that scan finished).
     pub first_relevant_s: Option<f64>,
     pub audio_s: f64,
     /// Share of the final top-10 found in the last speculative candidates (when any).
@@ -69,29 +76,38 @@ pub fn replay_one<E: Embed>(
     let mut superseded = 0;
     let mut max_work: f64 = 0.0;
     let mut min_gap = f64::INFINITY;
+    // Audio time (s) at which the retriever is next free.
+    let mut free_at = f64::NEG_INFINITY;
     for (i, p) in rec.partials.iter().enumerate() {
         let next_t = rec.partials.get(i + 1).map_or(final_t, |n| n.t);
-        if next_t <= p.t {
-            superseded += 1;
+        let start = free_at.max(p.t);
+        if next_t <= start {
+            superseded += 1; // a newer event is waiting when the retriever gets to it
             continue;
         }
         min_gap = min_gap.min((next_t - p.t) * 1e3);
         let t0 = Instant::now();
         let observed = r.observe(&p.text)?;
+        free_at = start + t0.elapsed().as_secs_f64();
         if observed == Observed::Speculated
             && first_relevant_s.is_none()
             && r.candidates().iter().any(|c| is_rel(c.index))
         {
-            first_relevant_s = Some(p.t);
+            first_relevant_s = Some(free_at);
         }
-        r.idle()?;
+        if free_at < next_t {
+            let t1 = Instant::now();
+            r.idle()?; // queue empty: idle work
+            free_at += t1.elapsed().as_secs_f64();
+        }
         max_work = max_work.max(t0.elapsed().as_secs_f64() * 1e3);
     }
     // The speculation the final will be judged against (finalize reuses the buffer).
     let speculative: Vec<u32> = r.candidates().iter().map(|c| c.index).collect();
+    let waited_ms = (free_at - final_t).max(0.0) * 1e3;
     let t0 = Instant::now();
     let outcome = r.finalize(&rec.final_text)?;
-    let latency_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let latency_ms = waited_ms + t0.elapsed().as_secs_f64() * 1e3;
     let top10 = &outcome.hits[..outcome.hits.len().min(10)];
     let overlap = (outcome.counts.speculative_searches > 0 && !top10.is_empty()).then(|| {
         let shared = top10
@@ -105,6 +121,7 @@ pub fn replay_one<E: Embed>(
         hit1: top10.first().is_some_and(|h| is_rel(h.index)),
         hit10: top10.iter().any(|h| is_rel(h.index)),
         latency_ms,
+        waited_ms,
         counts: outcome.counts,
         first_relevant_s,
         audio_s: final_t,
@@ -213,6 +230,8 @@ pub struct ModeSummary {
     /// Utterances that speculated and still fell back to a full search (reflector).
     pub fell_back_to_full: usize,
     pub superseded_partials_per_utterance: f64,
+    /// Utterances whose final had to wait for work in progress.
+    pub final_waited: usize,
     pub max_partial_work_ms: f64,
     /// Shortest audio time between an observed partial and the next event (the time the
     /// daemon would have had for that work), ms; `None` when no partial was observed.
@@ -255,6 +274,7 @@ impl ModeSummary {
                 .filter(|r| r.counts.speculative_searches > 0 && r.path == FinalPath::Full)
                 .count(),
             superseded_partials_per_utterance: per(&|r| r.superseded),
+            final_waited: results.iter().filter(|r| r.waited_ms > 0.0).count(),
             max_partial_work_ms: results
                 .iter()
                 .map(|r| r.max_partial_work_ms)

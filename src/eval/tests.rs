@@ -229,7 +229,11 @@ fn stream_replay_keeps_the_daemons_order_of_work() {
     assert_eq!(a.superseded, 1);
     assert_eq!(a.counts.speculative_searches, 2);
     assert_eq!(a.path, FinalPath::Full);
-    assert_eq!(a.first_relevant_s, Some(0.5));
+    let first = a.first_relevant_s.unwrap();
+    assert!(
+        (0.5..0.6).contains(&first),
+        "when the first scan finished: {first}"
+    );
     assert!(a.hit1 && a.hit10);
     assert_eq!(
         a.overlap,
@@ -313,4 +317,73 @@ fn evaluate_runs_both_replays_and_the_sweep() {
     }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("73.9%") && md.contains("| streaming |"), "{md}");
+}
+
+/// `HashEmbedder` that takes at least 30 ms per embed: work the replay must queue behind.
+struct Slow;
+
+impl Embed for Slow {
+    fn embed_into(
+        &mut self,
+        text: &str,
+        out: &mut crate::embed::Embedding,
+    ) -> Result<usize, crate::embed::EmbedError> {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        HashEmbedder.embed_into(text, out)
+    }
+    fn count_tokens(&mut self, text: &str) -> Result<usize, crate::embed::EmbedError> {
+        HashEmbedder.count_tokens(text)
+    }
+    fn fingerprint(&self) -> crate::embed::Fingerprint {
+        HashEmbedder.fingerprint()
+    }
+}
+
+#[test]
+fn stream_replay_queues_events_behind_work_in_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = build_index(dir.path());
+    let relevance = Relevance::new(&index).unwrap();
+    let rel = relevance.relevant(&qrels(&[("stable", "japan")]), "stable");
+    let c = cfg(Layer1 {
+        trigger_interval: Some(1),
+        min_tokens: Some(1),
+        similarity_threshold: Some(0.99),
+        ..Default::default()
+    });
+    let mut r = StreamingRetriever::new(
+        c.stream.clone(),
+        Slow,
+        Searcher::new(&index).unwrap(),
+        Normalizer::default(),
+    );
+    let p = |t, text: &str| Partial {
+        t,
+        text: text.into(),
+    };
+    let rec = StreamRecord {
+        id: "stable".into(),
+        text: String::new(),
+        audio_s: Some(1.005),
+        partials: vec![
+            p(0.50, "tokyo"),                    // observed: busy until ≥ 0.53
+            p(0.51, "tokyo japan"),              // 0.52 arrived before the retriever was free
+            p(0.52, "tokyo japan fuji"),         // observed at ≥ 0.53
+            p(1.00, "tokyo japan fuji volcano"), // observed; the final comes 5 ms later
+        ],
+        final_text: "Tokyo Japan Fuji volcano".into(),
+    };
+    let u = replay_one(&mut r, &rec, &rel, &relevance).unwrap();
+    assert_eq!(u.superseded, 1);
+    assert_eq!(
+        u.counts.embeds, 3,
+        "no idle embed: an event was always waiting"
+    );
+    assert_eq!(u.path, FinalPath::Reuse);
+    assert!(
+        u.waited_ms >= 25.0,
+        "the final waited for the last embed: {}",
+        u.waited_ms
+    );
+    assert!(u.latency_ms >= u.waited_ms);
 }
