@@ -129,7 +129,8 @@ pub fn phi_histogram(title: &str, series: &[(&str, [usize; PHI_BINS])]) -> Strin
         12,
     );
     let names: Vec<&str> = series.iter().map(|(n, _)| *n).collect();
-    s.legend(x0 + pw - 220.0, y0 + 14.0, &names);
+    // Top left: φ's mass sits on the right.
+    s.legend(x0 + 20.0, y0 + 14.0, &names);
     s.finish()
 }
 
