@@ -28,6 +28,9 @@ pub enum Command {
     /// The daemon: read partial transcripts (stdin or a file), retrieve while the user
     /// speaks, print one JSON line per utterance
     Run(RunArgs),
+    /// Measure on your data when queries stabilise (word-prefix replay) and what
+    /// streaming hides on recorded recognizer streams; a Markdown report with plots
+    Eval(EvalArgs),
 }
 
 #[derive(Args, Debug)]
@@ -155,6 +158,83 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "int8")]
     pub fp32: bool,
     /// int8 weight matmuls (not available yet: refused with an error)
+    #[arg(long)]
+    pub int8: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    /// Model directory holding model.onnx and tokenizer.json (made by models/fetch)
+    #[arg(long, value_name = "DIR", default_value = "models")]
+    pub model: PathBuf,
+    /// Index file made by build-index
+    #[arg(long, value_name = "FILE")]
+    pub index: PathBuf,
+    /// Typed questions, JSON lines {"id", "text"}
+    #[arg(long, value_name = "FILE")]
+    pub queries: PathBuf,
+    /// Relevance judgements: a header line, then query-id<TAB>corpus-id<TAB>score
+    #[arg(long, value_name = "FILE")]
+    pub qrels: PathBuf,
+    /// Recorded recognizer streams, JSON lines {"id", "partials": [{"t", "text"}], "final", "audio_s"}
+    #[arg(long, value_name = "FILE")]
+    pub streams: Option<PathBuf>,
+    /// Write report.md, report.json and SVG plots into this directory
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the aggregate figures as one JSON object on stdout (the summary goes to stderr)
+    #[arg(long)]
+    pub json: bool,
+    /// Also try a grid of trigger_interval × similarity_threshold on the streams and
+    /// print the Pareto front (speculative searches, hit@10, p50 latency)
+    #[arg(long, requires = "streams")]
+    pub sweep: bool,
+    /// Only the first N queries (and N streams)
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Worker threads, each with its own embedder
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub workers: u16,
+    /// No progress bar, no summary on stderr
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// TOML file with a [layer1] section; flags override it (as for `primd run`)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// New words between speculative searches
+    #[arg(long, value_name = "N")]
+    pub trigger_interval: Option<i64>,
+    /// Skip a speculative search when the embedding moved less than this (cosine)
+    #[arg(long, value_name = "COS")]
+    pub similarity_threshold: Option<f64>,
+    /// Candidates kept by a speculative scan
+    #[arg(long, value_name = "N")]
+    pub max_speculative_results: Option<i64>,
+    /// Threads tract may use inside one embed
+    #[arg(long, value_name = "N")]
+    pub embedder_threads: Option<i64>,
+    /// Partials with fewer words never trigger
+    #[arg(long, value_name = "N")]
+    pub min_tokens: Option<i64>,
+    /// Below this cosine between final and speculation, run a full search instead
+    #[arg(long, value_name = "COS")]
+    pub reflector_threshold: Option<f64>,
+    /// Candidates of a full search (and of each prefix search)
+    #[arg(long, value_name = "N")]
+    pub full_search_candidates: Option<i64>,
+    /// Results per utterance
+    #[arg(long, value_name = "K")]
+    pub top_k: Option<i64>,
+    /// Do not embed the newest partial while idle
+    #[arg(long)]
+    pub no_idle_embed: bool,
+    /// Filler words and phrases removed before embedding, comma-separated
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub fillers: Option<Vec<String>>,
+    /// fp32 weights (the default)
+    #[arg(long, conflicts_with = "int8")]
+    pub fp32: bool,
+    /// int8 weight matmuls
     #[arg(long)]
     pub int8: bool,
 }

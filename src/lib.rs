@@ -6,6 +6,7 @@
 //! [`embed`] (text → unit vector) → [`search`] over an [`index`] (1-bit scan with the
 //! [`scan`] kernels, int8 rerank) → [`output`] (JSON lines). [`daemon`] wires these with
 //! threads and channels; [`config`] turns the TOML file and flags into checked settings.
+//! [`eval`] replays queries and recorded streams through the same code to measure it.
 //!
 //! The command line lives in `main.rs` and `cmd/`; everything else is this library, so
 //! `tools/build-index` and the tests run the same code as the daemon.
@@ -13,6 +14,7 @@
 pub mod config;
 pub mod daemon;
 pub mod embed;
+pub mod eval;
 pub mod index;
 pub mod input;
 pub mod output;

@@ -2,6 +2,7 @@
 //! `Result`; `main` does the printing of errors.
 
 mod embed;
+mod eval;
 mod run;
 mod search;
 
@@ -12,6 +13,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Embed(args) => embed::run(&args),
         Command::Search(args) => search::run(&args),
         Command::Run(args) => run::run(&args),
+        Command::Eval(args) => eval::run(&args),
     }
 }
 

@@ -1,0 +1,382 @@
+//! Real-stream replay: recorded recognizer partials through the daemon's
+//! [`StreamingRetriever`], streaming vs the `enabled = false` baseline.
+//!
+//! The replay runs as fast as the machine allows (no sleeping) but keeps the order of
+//! work the daemon would have at real time, on a virtual clock in audio seconds that
+//! advances by the *measured* duration of each piece of work:
+//! - events are the utterance's partials at their audio times `t`, then its final at
+//!   the end of the audio;
+//! - the retriever takes the newest waiting event when it is free (the daemon drains
+//!   its queue and only looks at the newest partial; a final supersedes a partial still
+//!   waiting): a partial whose next event arrives before the retriever is free is
+//!   superseded, never observed. The recordings stamp the last partial and the final
+//!   at the same instant, so the last partial is usually superseded, as it is in
+//!   `primd run` fed the same recording;
+//! - after observing a partial, if no event has arrived yet the retriever does its idle
+//!   work ([`StreamingRetriever::idle`]: embed the newest partial), which, like in the
+//!   daemon, cannot be interrupted;
+//! - each record is one utterance, ended by its final (the daemon's silence endpoint
+//!   never fires inside these recordings: partials are at most 0.5 s apart).
+//!
+//! Latency is what the daemon reports as `eou_to_result`: the time the final waited for
+//! work in progress (virtual clock) plus the wall-clock time of
+//! [`StreamingRetriever::finalize`], measured around the call. Given the measured
+//! durations the order of work is deterministic; on a slower or busier machine more
+//! partials are superseded, exactly as they would be in the daemon.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::data::{Qrels, Relevance, StreamRecord};
+use super::metrics::{self, pareto_front};
+use super::progress::{Progress, run_parallel};
+use crate::config::RunConfig;
+use crate::embed::Embed;
+use crate::index::Index;
+use crate::search::Searcher;
+use crate::stream::normalize::Normalizer;
+use crate::stream::{Counts, FinalPath, Observed, StreamConfig, StreamingRetriever};
+
+/// What one utterance gave in one mode.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UttResult {
+    pub path: FinalPath,
+    pub hit1: bool,
+    pub hit10: bool,
+    /// End of utterance → results, milliseconds: waiting for work in progress, then
+    /// `finalize` (wall clock).
+    pub latency_ms: f64,
+    /// The part of it the final waited for work in progress.
+    pub waited_ms: f64,
+    pub counts: Counts,
+    /// Audio time (s) at which a speculative scan's candidates first held a relevant
+    /// passage (when that scan finished).
+    pub first_relevant_s: Option<f64>,
+    pub audio_s: f64,
+    /// Share of the final top-10 found in the last speculative candidates (when any).
+    pub overlap: Option<f64>,
+    /// Partials never observed (a newer event came at the same audio time).
+    pub superseded: u32,
+    pub max_partial_work_ms: f64,
+    /// Shortest audio time between an observed partial and the next event, ms.
+    pub min_gap_ms: f64,
+}
+
+/// Replays one utterance through `r` (which is reset after it).
+pub fn replay_one<E: Embed>(
+    r: &mut StreamingRetriever<'_, E>,
+    rec: &StreamRecord,
+    relevant: &[u32],
+    relevance: &Relevance,
+) -> anyhow::Result<UttResult> {
+    let is_rel = |passage: u32| relevant.binary_search(&relevance.doc(passage)).is_ok();
+    let final_t = rec.final_t();
+    let mut first_relevant_s = None;
+    let mut superseded = 0;
+    let mut max_work: f64 = 0.0;
+    let mut min_gap = f64::INFINITY;
+    // Audio time (s) at which the retriever is next free.
+    let mut free_at = f64::NEG_INFINITY;
+    for (i, p) in rec.partials.iter().enumerate() {
+        let next_t = rec.partials.get(i + 1).map_or(final_t, |n| n.t);
+        let start = free_at.max(p.t);
+        if next_t <= start {
+            superseded += 1; // a newer event is waiting when the retriever gets to it
+            continue;
+        }
+        min_gap = min_gap.min((next_t - p.t) * 1e3);
+        let t0 = Instant::now();
+        let observed = r.observe(&p.text)?;
+        free_at = start + t0.elapsed().as_secs_f64();
+        if observed == Observed::Speculated
+            && first_relevant_s.is_none()
+            && r.candidates().iter().any(|c| is_rel(c.index))
+        {
+            first_relevant_s = Some(free_at);
+        }
+        if free_at < next_t {
+            let t1 = Instant::now();
+            r.idle()?; // queue empty: idle work
+            free_at += t1.elapsed().as_secs_f64();
+        }
+        max_work = max_work.max(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    // The speculation the final will be judged against (finalize reuses the buffer).
+    let speculative: Vec<u32> = r.candidates().iter().map(|c| c.index).collect();
+    let waited_ms = (free_at - final_t).max(0.0) * 1e3;
+    let t0 = Instant::now();
+    let outcome = r.finalize(&rec.final_text)?;
+    let latency_ms = waited_ms + t0.elapsed().as_secs_f64() * 1e3;
+    let top10 = &outcome.hits[..outcome.hits.len().min(10)];
+    let overlap = (outcome.counts.speculative_searches > 0 && !top10.is_empty()).then(|| {
+        let shared = top10
+            .iter()
+            .filter(|h| speculative.contains(&h.index))
+            .count();
+        shared as f64 / top10.len() as f64
+    });
+    Ok(UttResult {
+        path: outcome.path,
+        hit1: top10.first().is_some_and(|h| is_rel(h.index)),
+        hit10: top10.iter().any(|h| is_rel(h.index)),
+        latency_ms,
+        waited_ms,
+        counts: outcome.counts,
+        first_relevant_s,
+        audio_s: final_t,
+        overlap,
+        superseded,
+        max_partial_work_ms: max_work,
+        min_gap_ms: min_gap,
+    })
+}
+
+/// The utterances that have a relevant document in the index, with those documents.
+pub fn judged<'s>(
+    streams: &'s [StreamRecord],
+    relevance: &Relevance,
+    qrels: &Qrels,
+) -> Vec<(&'s StreamRecord, Vec<u32>)> {
+    streams
+        .iter()
+        .map(|s| (s, relevance.relevant(qrels, &s.id)))
+        .filter(|(_, rel)| !rel.is_empty())
+        .collect()
+}
+
+/// Replays every utterance with `stream` settings (one retriever per worker).
+#[allow(clippy::too_many_arguments)]
+pub fn replay<E: Embed>(
+    label: &str,
+    index: &Index,
+    relevance: &Relevance,
+    utterances: &[(&StreamRecord, Vec<u32>)],
+    cfg: &RunConfig,
+    stream: &StreamConfig,
+    workers: usize,
+    progress: &Progress,
+    make_embedder: impl Fn() -> anyhow::Result<E> + Sync,
+) -> anyhow::Result<Vec<UttResult>> {
+    run_parallel(
+        label,
+        utterances,
+        workers,
+        progress,
+        || {
+            Ok(StreamingRetriever::new(
+                stream.clone(),
+                make_embedder()?,
+                Searcher::new(index)?,
+                Normalizer::new(cfg.fillers.iter().map(String::as_str)),
+            ))
+        },
+        |r, _, (rec, rel)| replay_one(r, rec, rel, relevance),
+    )
+}
+
+/// Latency percentiles, milliseconds.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Latency {
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Latency {
+    pub fn of(results: &[UttResult]) -> Self {
+        let mut v: Vec<f64> = results.iter().map(|r| r.latency_ms).collect();
+        v.sort_by(f64::total_cmp);
+        let p = |q| metrics::percentile(&v, q).unwrap_or(0.0);
+        Latency {
+            p50: p(50.0),
+            p90: p(90.0),
+            p95: p(95.0),
+            p99: p(99.0),
+            max: v.last().copied().unwrap_or(0.0),
+        }
+    }
+}
+
+/// Share of utterances per final path.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Paths {
+    pub reuse: f64,
+    pub rerank: f64,
+    pub full: f64,
+    pub empty: f64,
+}
+
+/// Aggregates of one mode (streaming or baseline).
+#[derive(Clone, Debug, Serialize)]
+pub struct ModeSummary {
+    pub utterances: usize,
+    pub hit1: f64,
+    pub hit10: f64,
+    pub paths: Paths,
+    pub speculative_searches_per_utterance: f64,
+    pub gate_skips_per_utterance: f64,
+    pub embeds_per_utterance: f64,
+    pub latency_ms: Latency,
+    /// Utterances whose speculative candidates held a relevant passage at some point.
+    pub relevant_in_speculation: f64,
+    /// Over those: audio time of the first such scan, seconds, and as a share of the audio.
+    pub first_relevant_s_median: Option<f64>,
+    pub first_relevant_fraction_mean: Option<f64>,
+    /// Mean share of the final top-10 that the last speculative top-N already held.
+    pub overlap_mean: Option<f64>,
+    /// Utterances that speculated and still fell back to a full search (reflector).
+    pub fell_back_to_full: usize,
+    pub superseded_partials_per_utterance: f64,
+    /// Utterances whose final had to wait for work in progress.
+    pub final_waited: usize,
+    pub max_partial_work_ms: f64,
+    /// Shortest audio time between an observed partial and the next event (the time the
+    /// daemon would have had for that work), ms; `None` when no partial was observed.
+    pub min_partial_gap_ms: Option<f64>,
+}
+
+impl ModeSummary {
+    pub fn of(results: &[UttResult]) -> Self {
+        let n = results.len().max(1) as f64;
+        let share =
+            |f: &dyn Fn(&UttResult) -> bool| results.iter().filter(|r| f(r)).count() as f64 / n;
+        let per =
+            |f: &dyn Fn(&UttResult) -> u32| results.iter().map(|r| f(r) as f64).sum::<f64>() / n;
+        let firsts: Vec<f64> = results.iter().filter_map(|r| r.first_relevant_s).collect();
+        let first_frac: Vec<f64> = results
+            .iter()
+            .filter_map(|r| r.first_relevant_s.map(|t| t / r.audio_s.max(1e-9)))
+            .collect();
+        let overlaps: Vec<f64> = results.iter().filter_map(|r| r.overlap).collect();
+        ModeSummary {
+            utterances: results.len(),
+            hit1: share(&|r| r.hit1),
+            hit10: share(&|r| r.hit10),
+            paths: Paths {
+                reuse: share(&|r| r.path == FinalPath::Reuse),
+                rerank: share(&|r| r.path == FinalPath::Rerank),
+                full: share(&|r| r.path == FinalPath::Full),
+                empty: share(&|r| r.path == FinalPath::Empty),
+            },
+            speculative_searches_per_utterance: per(&|r| r.counts.speculative_searches),
+            gate_skips_per_utterance: per(&|r| r.counts.gate_skips),
+            embeds_per_utterance: per(&|r| r.counts.embeds),
+            latency_ms: Latency::of(results),
+            relevant_in_speculation: firsts.len() as f64 / n,
+            first_relevant_s_median: metrics::median(&firsts),
+            first_relevant_fraction_mean: metrics::mean(&first_frac),
+            overlap_mean: metrics::mean(&overlaps),
+            fell_back_to_full: results
+                .iter()
+                .filter(|r| r.counts.speculative_searches > 0 && r.path == FinalPath::Full)
+                .count(),
+            superseded_partials_per_utterance: per(&|r| r.superseded),
+            final_waited: results.iter().filter(|r| r.waited_ms > 0.0).count(),
+            max_partial_work_ms: results
+                .iter()
+                .map(|r| r.max_partial_work_ms)
+                .fold(0.0, f64::max),
+            min_partial_gap_ms: Some(
+                results
+                    .iter()
+                    .map(|r| r.min_gap_ms)
+                    .fold(f64::INFINITY, f64::min),
+            )
+            .filter(|g| g.is_finite()),
+        }
+    }
+}
+
+/// Streaming vs baseline on the same utterances.
+#[derive(Clone, Debug, Serialize)]
+pub struct StreamSummary {
+    pub utterances: usize,
+    pub skipped_no_relevant: usize,
+    pub streaming: ModeSummary,
+    pub baseline: ModeSummary,
+    /// The baseline's top-10 held a relevant passage and streaming's did not.
+    pub lost_relevant: usize,
+    /// The other way round.
+    pub gained_relevant: usize,
+    /// Mis-fires: fell back to a full search after speculating, or lost a relevant passage.
+    pub misfires: usize,
+}
+
+pub fn summarize(streaming: &[UttResult], baseline: &[UttResult], skipped: usize) -> StreamSummary {
+    let lost = |a: &UttResult, b: &UttResult| b.hit10 && !a.hit10;
+    let pairs = || streaming.iter().zip(baseline);
+    StreamSummary {
+        utterances: streaming.len(),
+        skipped_no_relevant: skipped,
+        streaming: ModeSummary::of(streaming),
+        baseline: ModeSummary::of(baseline),
+        lost_relevant: pairs().filter(|(s, b)| lost(s, b)).count(),
+        gained_relevant: pairs().filter(|(s, b)| lost(b, s)).count(),
+        misfires: pairs()
+            .filter(|(s, b)| {
+                lost(s, b) || (s.counts.speculative_searches > 0 && s.path == FinalPath::Full)
+            })
+            .count(),
+    }
+}
+
+/// `trigger_interval` values tried by `--sweep`.
+pub const SWEEP_TRIGGERS: [usize; 4] = [1, 2, 3, 5];
+/// `similarity_threshold` values tried by `--sweep`.
+pub const SWEEP_THRESHOLDS: [f32; 3] = [0.90, 0.95, 0.99];
+
+/// One setting of the sweep.
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepPoint {
+    pub trigger_interval: usize,
+    pub similarity_threshold: f32,
+    pub speculative_searches_per_utterance: f64,
+    pub gate_skips_per_utterance: f64,
+    pub hit1: f64,
+    pub hit10: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub lost_relevant: usize,
+    pub pareto: bool,
+}
+
+/// Builds the sweep's points from each setting's results; marks the Pareto front of
+/// (speculative searches per utterance ↓, hit@10 ↑, p50 latency ↓).
+pub fn sweep_points(
+    runs: &[(usize, f32, Vec<UttResult>)],
+    baseline: &[UttResult],
+) -> Vec<SweepPoint> {
+    let mut points: Vec<SweepPoint> = runs
+        .iter()
+        .map(|(ti, st, res)| {
+            let m = ModeSummary::of(res);
+            SweepPoint {
+                trigger_interval: *ti,
+                similarity_threshold: *st,
+                speculative_searches_per_utterance: m.speculative_searches_per_utterance,
+                gate_skips_per_utterance: m.gate_skips_per_utterance,
+                hit1: m.hit1,
+                hit10: m.hit10,
+                p50_ms: m.latency_ms.p50,
+                p90_ms: m.latency_ms.p90,
+                lost_relevant: res
+                    .iter()
+                    .zip(baseline)
+                    .filter(|(s, b)| b.hit10 && !s.hit10)
+                    .count(),
+                pareto: false,
+            }
+        })
+        .collect();
+    let coords: Vec<(f64, f64, f64)> = points
+        .iter()
+        .map(|p| (p.speculative_searches_per_utterance, p.hit10, p.p50_ms))
+        .collect();
+    for i in pareto_front(&coords) {
+        points[i].pareto = true;
+    }
+    points
+}
