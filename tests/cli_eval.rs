@@ -4,11 +4,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn eval(index: &Path, extra: &[&str]) -> Output {
     let d = common::data("eval");
-    Command::new(env!("CARGO_BIN_EXE_primd"))
+    common::command(env!("CARGO_BIN_EXE_primd"))
         .arg("eval")
         .arg("--model")
         .arg(common::model_dir())
@@ -162,7 +162,7 @@ fn eval_json_report_and_errors() {
     assert!(err.contains("/nonexistent/streams.jsonl"), "{err}");
     let bad = dir.path().join("bad.jsonl");
     std::fs::write(&bad, "{\"id\": \"q1\", \"text\": \"ok\"}\nnot json\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_primd"))
+    let out = common::command(env!("CARGO_BIN_EXE_primd"))
         .args(["eval", "--index"])
         .arg(&index)
         .arg("--queries")

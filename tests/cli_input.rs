@@ -5,10 +5,10 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 
 fn spawn(index: &Path, extra: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_primd"))
+    common::command(env!("CARGO_BIN_EXE_primd"))
         .arg("run")
         .arg("--model")
         .arg(common::model_dir())
