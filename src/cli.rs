@@ -38,7 +38,7 @@ pub struct ModelArgs {
     /// fp32 weights (the default)
     #[arg(long, conflicts_with = "int8")]
     pub fp32: bool,
-    /// int8 weight matmuls (not available yet: refused with an error)
+    /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels)
     #[arg(long)]
     pub int8: bool,
     /// Threads tract may use inside one embed
@@ -153,7 +153,7 @@ pub struct RunArgs {
     /// fp32 weights (the default)
     #[arg(long, conflicts_with = "int8")]
     pub fp32: bool,
-    /// int8 weight matmuls (not available yet: refused with an error)
+    /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels)
     #[arg(long)]
     pub int8: bool,
 }

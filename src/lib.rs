@@ -16,6 +16,7 @@ pub mod embed;
 pub mod index;
 pub mod input;
 pub mod output;
+pub mod qgemm;
 pub mod scan;
 pub mod search;
 pub mod stream;
