@@ -1,5 +1,9 @@
 //! The real embedder: tokenizer + MiniLM encoder on tract + mean pooling.
 //!
+//! `Precision::Fp32` loads `model.onnx`; `Precision::Int8` loads `model-int8.onnx`, whose
+//! encoder linears are `PrimdInt8Linear` nodes (registered with tract's ONNX parser by
+//! [`super::int8`]); the rest of the loading, optimising and running is the same.
+//!
 //! The tract plan is built once per model with a symbolic sequence length `S`
 //! (concretising per length costs 130-190 ms per new length and gains nothing) and shared
 //! by every [`Embedder`] forked from it; each fork has its own run state, so index

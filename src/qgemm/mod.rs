@@ -167,7 +167,7 @@ fn supported() -> Vec<Kernels> {
         if std::arch::is_x86_feature_detected!("avxvnni") {
             sets.push(Kernels {
                 name: "x86_64-avxvnni",
-                quantize: x86_64::quantize_rows_avx2,
+                quantize: x86_64::quantize_rows_avx2_u8,
                 gemm: x86_64::gemm_vnni,
             });
         }
@@ -261,10 +261,17 @@ fn linear_with(
 }
 
 /// The shared quantizer: per row asymmetric scale and zero point (see the module doc),
-/// round half to even, zero padding. `#[inline(always)]` so that the x86_64 module
-/// re-instantiates it with AVX2 enabled, where it vectorises.
+/// round half to even, zero padding. With `U8`, each byte is stored as `q + 128`
+/// (`q ^ 0x80`), the unsigned form `vpdpbusd` takes. `#[inline(always)]` so that the
+/// x86_64 module re-instantiates it with AVX2 enabled, where it vectorises.
 #[inline(always)]
-fn quantize_rows_generic(x: &[f32], k: usize, q: &mut [i8], scale: &mut [f32], zero: &mut [i32]) {
+fn quantize_rows_generic<const U8: bool>(
+    x: &[f32],
+    k: usize,
+    q: &mut [i8],
+    scale: &mut [f32],
+    zero: &mut [i32],
+) {
     let kp = q.len() / scale.len();
     let rows = x.chunks_exact(k).zip(q.chunks_exact_mut(kp));
     for ((row, qrow), (s, z)) in rows.zip(scale.iter_mut().zip(zero.iter_mut())) {
@@ -283,7 +290,8 @@ fn quantize_rows_generic(x: &[f32], k: usize, q: &mut [i8], scale: &mut [f32], z
         for (qv, xv) in qrow.iter_mut().zip(row) {
             // ≥ -127 because rounding is monotonic; `min` catches a rounding overshoot
             // at the top; `as` maps NaN to 0.
-            *qv = ((xv * inv).round_ties_even() + zp).min(127.0) as i8;
+            let v = ((xv * inv).round_ties_even() + zp).min(127.0) as i8;
+            *qv = if U8 { v ^ i8::MIN } else { v };
         }
     }
 }

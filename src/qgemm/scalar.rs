@@ -15,7 +15,7 @@ pub(super) unsafe fn quantize_rows(
     scale: &mut [f32],
     zero: &mut [i32],
 ) {
-    super::quantize_rows_generic(x, k, q, scale, zero)
+    super::quantize_rows_generic::<false>(x, k, q, scale, zero)
 }
 
 /// One tile: `R` rows of `a` (stride `kp`) against a 16-channel panel.

@@ -6,8 +6,9 @@
 //! 4 activation bytes to all lanes.
 //! - AVX-VNNI: `vpdpbusd` multiplies u8 × s8 and adds 4 products into each i32 lane
 //!   without intermediate saturation: 32 MACs per instruction. It needs an unsigned
-//!   side, so the activations are fed as `q + 128` (`q ^ 0x80`) and the driver removes
-//!   `128 · Σ w` per channel afterwards (exact).
+//!   side, so the activations are quantized as `q + 128` (`q ^ 0x80`,
+//!   [`quantize_rows_avx2_u8`]) and the driver removes `128 · Σ w` per channel
+//!   afterwards (exact).
 //! - AVX2: `vpmaddubsw` (u8 × s8, pairs summed into *saturating* i16) then `vpmaddwd`
 //!   with ones into i32. Feeding `q + 128` could saturate (255·127·2 > 32 767), so it uses
 //!   the sign trick: `|q|` as the u8 side and `sign(q)·w` (`vpsignb`) as the s8 side;
@@ -30,18 +31,32 @@ pub(super) unsafe fn quantize_rows_avx2(
     scale: &mut [f32],
     zero: &mut [i32],
 ) {
-    super::quantize_rows_generic(x, k, q, scale, zero)
+    super::quantize_rows_generic::<false>(x, k, q, scale, zero)
+}
+
+/// The same, storing `q + 128` as u8 for [`gemm_vnni`].
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn quantize_rows_avx2_u8(
+    x: &[f32],
+    k: usize,
+    q: &mut [i8],
+    scale: &mut [f32],
+    zero: &mut [i32],
+) {
+    super::quantize_rows_generic::<true>(x, k, q, scale, zero)
 }
 
 /// # Safety
-/// The CPU must support AVX2 and AVX-VNNI; `a` holds `R` rows of `kp` bytes (`kp` a
-/// multiple of 4) and `panel` `kp · 16` bytes.
+/// The CPU must support AVX2 and AVX-VNNI; `a` holds `R` rows of `kp` bytes, `q + 128`
+/// as u8 (`kp` a multiple of 4), and `panel` `kp · 16` bytes.
 #[target_feature(enable = "avx2,avxvnni")]
 #[inline]
 unsafe fn tile_vnni<const R: usize>(a: &[i8], kp: usize, panel: &[i8]) -> [[i32; NR]; R] {
     debug_assert!(a.len() >= R * kp && panel.len() >= kp * NR);
     let mut acc = [[_mm256_setzero_si256(); 2]; R];
-    let flip = _mm256_set1_epi8(-128);
     let (a, w) = (a.as_ptr(), panel.as_ptr());
     for g in 0..kp / 4 {
         // SAFETY (all pointer reads below): g < kp / 4, r < R, within the sizes above.
@@ -53,7 +68,7 @@ unsafe fn tile_vnni<const R: usize>(a: &[i8], kp: usize, panel: &[i8]) -> [[i32;
         };
         for (r, acc_r) in acc.iter_mut().enumerate() {
             let x = unsafe { a.add(r * kp + 4 * g).cast::<i32>().read_unaligned() };
-            let x = _mm256_xor_si256(_mm256_set1_epi32(x), flip);
+            let x = _mm256_set1_epi32(x);
             acc_r[0] = _mm256_dpbusd_avx_epi32(acc_r[0], x, w0);
             acc_r[1] = _mm256_dpbusd_avx_epi32(acc_r[1], x, w1);
         }
