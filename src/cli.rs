@@ -41,7 +41,7 @@ pub struct ModelArgs {
     /// fp32 weights (the default)
     #[arg(long, conflicts_with = "int8")]
     pub fp32: bool,
-    /// int8 weight matmuls (not available yet: refused with an error)
+    /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels)
     #[arg(long)]
     pub int8: bool,
     /// Threads tract may use inside one embed
@@ -157,7 +157,7 @@ pub struct RunArgs {
     /// fp32 weights (the default)
     #[arg(long, conflicts_with = "int8")]
     pub fp32: bool,
-    /// int8 weight matmuls (not available yet: refused with an error)
+    /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels)
     #[arg(long)]
     pub int8: bool,
 }

@@ -18,6 +18,7 @@ pub mod eval;
 pub mod index;
 pub mod input;
 pub mod output;
+pub mod qgemm;
 pub mod scan;
 pub mod search;
 pub mod stream;

@@ -159,12 +159,3 @@ fn a_tokenizer_from_another_model_is_refused() {
     assert!(matches!(e, EmbedError::Tokenizer { .. }), "{e:?}");
     assert!(e.to_string().contains("tokenizer.json"), "{e}");
 }
-
-#[test]
-fn int8_is_refused_until_it_exists() {
-    let e = load_err(&common::model_dir(), Precision::Int8);
-    assert!(
-        e.to_string().contains("int8") && e.to_string().contains("--fp32"),
-        "{e}"
-    );
-}

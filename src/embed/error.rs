@@ -26,9 +26,6 @@ pub enum EmbedError {
         reason: String,
     },
 
-    #[error("{precision} precision is not available yet: only fp32 is implemented (use --fp32)")]
-    UnsupportedPrecision { precision: super::Precision },
-
     #[error("tokenizing failed: {0}")]
     Tokenize(String),
 

@@ -1,5 +1,9 @@
 //! The real embedder: tokenizer + MiniLM encoder on tract + mean pooling.
 //!
+//! `Precision::Fp32` loads `model.onnx`; `Precision::Int8` loads `model-int8.onnx`, whose
+//! encoder linears are `PrimdInt8Linear` nodes (registered with tract's ONNX parser by
+//! [`super::int8`]); the rest of the loading, optimising and running is the same.
+//!
 //! The tract plan is built once per model with a symbolic sequence length `S`
 //! (concretising per length costs 130-190 ms per new length and gains nothing) and shared
 //! by every [`Embedder`] forked from it; each fork has its own run state, so index
@@ -18,8 +22,10 @@ use super::pool::mean_pool_normalize;
 use super::tokenize::WordPiece;
 use super::{DIM, Embed, EmbedError, Embedding, Fingerprint, Precision};
 
-/// File names inside a model directory.
+/// File names inside a model directory: the fp32 graph, the int8 one (see
+/// [`super::int8`]), the tokenizer.
 pub const MODEL_FILE: &str = "model.onnx";
+pub const MODEL_INT8_FILE: &str = "model-int8.onnx";
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
 
 /// Name of the token-embedding table in BERT exports (ours and torch's); its row count
@@ -75,17 +81,15 @@ impl Embedder {
         if !dir.is_dir() {
             return Err(EmbedError::ModelDir { path: dir.into() });
         }
-        if opts.precision != Precision::Fp32 {
-            return Err(EmbedError::UnsupportedPrecision {
-                precision: opts.precision,
-            });
-        }
-        let model_path = dir.join(MODEL_FILE);
+        let model_path = dir.join(match opts.precision {
+            Precision::Fp32 => MODEL_FILE,
+            Precision::Int8 => MODEL_INT8_FILE,
+        });
         if !model_path.is_file() {
             return Err(EmbedError::MissingFile { path: model_path });
         }
         let tokenizer = WordPiece::load(&dir.join(TOKENIZER_FILE))?;
-        let (plan, roles, vocab_rows) = build_plan(&model_path, opts.threads)?;
+        let (plan, roles, vocab_rows) = build_plan(&model_path, opts)?;
         if let Some(rows) = vocab_rows
             && rows != tokenizer.vocab_size()
         {
@@ -201,14 +205,16 @@ fn inference(e: &TractError) -> EmbedError {
 
 /// Loads, types, checks and optimises the graph; returns the plan, what each input is,
 /// and the row count of the token-embedding table when the graph names it.
-fn build_plan(path: &Path, threads: usize) -> Result<LoadedGraph, EmbedError> {
+fn build_plan(path: &Path, opts: &EmbedderOptions) -> Result<LoadedGraph, EmbedError> {
     let fail = |reason: String| EmbedError::Model {
         path: PathBuf::from(path),
         reason,
     };
     // Exporters write their own dimension names (`batch`, `sequence`) which clash with
     // ours; ignore them and state the input facts ourselves.
-    let mut model = tract_onnx::onnx()
+    let mut onnx = tract_onnx::onnx();
+    super::int8::register(&mut onnx.op_register);
+    let mut model = onnx
         .with_ignore_output_shapes(true)
         .with_ignore_value_info(true)
         .model_for_path(path)
@@ -258,12 +264,33 @@ fn build_plan(path: &Path, threads: usize) -> Result<LoadedGraph, EmbedError> {
     }
 
     let options = RunOptions {
-        executor: (threads > 1).then(|| tract_linalg::multithread::Executor::multithread(threads)),
+        executor: (opts.threads > 1)
+            .then(|| tract_linalg::multithread::Executor::multithread(opts.threads)),
         ..Default::default()
     };
-    let plan = typed
-        .into_optimized()
-        .and_then(|m| m.into_runnable_with_options(&options))
+    let optimized = typed.into_optimized().map_err(|e| fail(format!("{e:#}")))?;
+    let int8_linears = optimized
+        .nodes()
+        .iter()
+        .filter(|n| n.op.name() == super::int8::OP_TYPE)
+        .count();
+    if opts.precision == Precision::Int8 {
+        // The 36 encoder linears of MiniLM-L6 on our kernels; anything else means the
+        // graph is not the one models/fetch writes (still correct, maybe slower).
+        log::info!(
+            "{int8_linears} int8 linears on the {} kernel",
+            crate::qgemm::kernel_name()
+        );
+        if int8_linears == 0 {
+            return Err(fail(format!(
+                "no {} node: this is not an int8 model (models/fetch writes {})",
+                super::int8::OP_TYPE,
+                super::MODEL_INT8_FILE
+            )));
+        }
+    }
+    let plan = optimized
+        .into_runnable_with_options(&options)
         .map_err(|e| fail(format!("{e:#}")))?;
     Ok((plan, roles, vocab_rows))
 }

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""primd's embedder (tract fp32) against onnxruntime on the same ONNX graph, one run.
+"""primd's embedders (tract fp32, primd int8) against onnxruntime, one run.
 
-Runs `cargo bench --bench embed` (criterion), then onnxruntime in this process on the
-same model file and the same texts (5, 10, 20, 30 tokens, cut from
-benches/data/bench_text.txt exactly as the criterion bench cuts them), single thread,
-tokenisation and pooling included on both sides. Also measures model load time and
-peak RSS after load + one embed for `primd embed` and for onnxruntime, each in a fresh
-process. Prints the Markdown table quoted in the README.
+Runs `cargo bench --bench embed` (criterion: tract fp32 on models/model.onnx, primd
+int8 on models/model-int8.onnx), then onnxruntime in this process on the same texts
+(5, 10, 20, 30 tokens, cut from benches/data/bench_text.txt exactly as the criterion
+bench cuts them), single thread, tokenisation and pooling included on all sides:
+onnxruntime fp32 on model.onnx, and onnxruntime dynamic int8 (`quantize_dynamic` of
+the same model.onnx, per-channel weights; u8 and s8 weights, both are printed with
+their cosine to the sentence-transformers references of tests/data). Also measures
+model load time and peak RSS after load + one embed for `primd embed` (fp32 and
+--int8) and for onnxruntime, each in a fresh process. Prints the Markdown tables
+quoted in the README.
 
     python3 -m venv /tmp/bench && /tmp/bench/bin/pip install -r tools/bench/requirements.txt
     /tmp/bench/bin/python tools/bench/embed.py [--skip-cargo]
@@ -50,15 +54,39 @@ def texts_by_length(tok):
     return out
 
 
-def ort_session(threads=1):
+ORT_MODELS = {
+    "fp32": "model.onnx",
+    "int8-u8": "ort-int8-u8.onnx",  # quantize_dynamic, per-channel u8 weights
+    "int8-s8": "ort-int8-s8.onnx",  # quantize_dynamic, per-channel s8 weights
+}
+
+
+def ort_model_path(kind):
+    """The onnxruntime model for `kind`; the int8 ones are made once from model.onnx
+    with onnxruntime's own `quantize_dynamic` and kept under the cargo target dir."""
+    if kind == "fp32":
+        return os.path.join(MODEL_DIR, "model.onnx")
+    path = os.path.join(TARGET, ORT_MODELS[kind])
+    if not os.path.exists(path):
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        weight_type = QuantType.QUInt8 if kind == "int8-u8" else QuantType.QInt8
+        os.makedirs(TARGET, exist_ok=True)
+        tmp = path + ".tmp.onnx"
+        quantize_dynamic(os.path.join(MODEL_DIR, "model.onnx"), tmp,
+                         per_channel=True, weight_type=weight_type)
+        os.replace(tmp, path)
+    return path
+
+
+def ort_session(threads=1, kind="fp32"):
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    return ort.InferenceSession(os.path.join(MODEL_DIR, "model.onnx"), so,
-                                providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(ort_model_path(kind), so, providers=["CPUExecutionProvider"])
 
 
 def ort_embed(sess, tok, text):
@@ -70,8 +98,22 @@ def ort_embed(sess, tok, text):
     return v / max(float(np.linalg.norm(v)), 1e-12)
 
 
-def bench_ort(texts, seconds=4.0):
-    tok, sess = tokenizer(), ort_session()
+def ort_quality(kind):
+    """Mean and min cosine to tests/data/reference.jsonl (sentence-transformers)."""
+    import numpy as np
+
+    tok, sess = tokenizer(), ort_session(kind=kind)
+    cos = []
+    with open(os.path.join(ROOT, "tests/data/reference.jsonl")) as f:
+        for line in f:
+            ref = json.loads(line)
+            v = ort_embed(sess, tok, ref["text"])
+            cos.append(float(np.dot(v, np.array(ref["embedding"], dtype=np.float32))))
+    return statistics.mean(cos), min(cos)
+
+
+def bench_ort(texts, seconds=4.0, kind="fp32"):
+    tok, sess = tokenizer(), ort_session(kind=kind)
     result = {}
     for n, text in texts.items():
         for _ in range(20):
@@ -92,28 +134,32 @@ def criterion_median_ms(group, bench, n):
     return est["median"]["point_estimate"] / 1e6
 
 
-def child_rss_and_load():
-    """Load time and peak RSS (after load + one embed) of primd and of onnxruntime."""
+def peak_rss_primd(int8):
+    """Load time (from primd's log) and peak RSS of `primd embed` after load + one embed."""
     primd = os.path.join(TARGET, "release", "primd")
     env = dict(os.environ, RUST_LOG="primd=info")
-    t0 = time.perf_counter()
     # GNU time reports the peak RSS of exactly this child (getrusage(RUSAGE_CHILDREN)
     # would report the largest child so far, e.g. rustc).
-    p = subprocess.run(["/usr/bin/time", "-f", "maxrss_kib %M", primd, "embed", "--model",
-                        MODEL_DIR, "hello world"],
+    cmd = ["/usr/bin/time", "-f", "maxrss_kib %M", primd, "embed", "--model", MODEL_DIR]
+    p = subprocess.run(cmd + (["--int8"] if int8 else []) + ["hello world"],
                        capture_output=True, text=True, env=env, check=True)
-    wall = time.perf_counter() - t0
-    primd_rss = next(int(l.split()[1]) for l in p.stderr.splitlines()
-                     if l.startswith("maxrss_kib")) / 1024
+    rss = next(int(l.split()[1]) for l in p.stderr.splitlines()
+               if l.startswith("maxrss_kib")) / 1024
     load_ms = next(float(l.split("loaded in ")[1].split(" ms")[0])
                    for l in p.stderr.splitlines() if "loaded in " in l)
+    return load_ms, rss
+
+
+def peak_rss_ort(kind):
+    """Load time and peak RSS (after load + one embed) of onnxruntime, fresh process."""
     code = ("import time,resource,sys; sys.path.insert(0, %r); import embed as b; "
-            "t=time.perf_counter(); s=b.ort_session(); tok=b.tokenizer(); "
-            "l=(time.perf_counter()-t)*1e3; b.ort_embed(s, tok, 'hello world'); "
+            "b.ort_model_path(%r); t=time.perf_counter(); s=b.ort_session(kind=%r); "
+            "tok=b.tokenizer(); l=(time.perf_counter()-t)*1e3; "
+            "b.ort_embed(s, tok, 'hello world'); "
             "print(l, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)")
-    out = subprocess.run([sys.executable, "-c", code % os.path.dirname(__file__)],
+    out = subprocess.run([sys.executable, "-c", code % (os.path.dirname(__file__), kind, kind)],
                          capture_output=True, text=True, check=True).stdout.split()
-    return {"primd": (load_ms, primd_rss, wall * 1e3), "ort": (float(out[0]), float(out[1]))}
+    return float(out[0]), float(out[1])
 
 
 def main():
@@ -121,27 +167,50 @@ def main():
     ap.add_argument("--skip-cargo", action="store_true",
                     help="reuse the last criterion results instead of running cargo bench")
     args = ap.parse_args()
+    for kind in ORT_MODELS:
+        ort_model_path(kind)  # quantize before anything is timed
     if not args.skip_cargo:
         subprocess.run(["cargo", "bench", "--bench", "embed"], cwd=ROOT, check=True)
         # The bench profile (release, thin LTO) writes target/release/primd too.
         subprocess.run(["cargo", "build", "--profile", "bench", "--bin", "primd"], cwd=ROOT,
                        check=True)
     texts = texts_by_length(tokenizer())
-    ort = bench_ort(texts)
-    print("\n| tokens | tract fp32 (primd), ms | onnxruntime fp32, ms | ratio tract/ort |")
-    print("| --- | --- | --- | --- |")
-    for n in LENGTHS:
-        t = criterion_median_ms("embed", "tract-fp32-1t", n)
-        o = ort[n][0]
-        print(f"| {n} | {t:.2f} | {o:.2f} (min {ort[n][1]:.2f}) | {t / o:.2f}x |")
-    t2 = criterion_median_ms("embed", "tract-fp32-2t", 20)
-    print(f"\ntract with 2 threads at 20 tokens: {t2:.2f} ms "
-          f"({criterion_median_ms('embed', 'tract-fp32-1t', 20) / t2:.2f}x the 1-thread speed)")
-    m = child_rss_and_load()
-    print(f"load + optimise: primd {m['primd'][0]:.0f} ms, onnxruntime {m['ort'][0]:.0f} ms")
-    print(f"peak RSS after load + one embed: primd {m['primd'][1]:.0f} MiB, "
-          f"onnxruntime (incl. Python) {m['ort'][1]:.0f} MiB")
+    ort = {kind: bench_ort(texts, kind=kind) for kind in ORT_MODELS}
 
+    def med(bench, n):
+        return criterion_median_ms("embed", bench, n)
+
+    print("\nPer-embed latency, one thread, median ms (onnxruntime: min in brackets)\n")
+    print("| tokens | tract fp32 | primd int8 | ort fp32 | ort int8 u8 | ort int8 s8 "
+          "| primd int8 / tract fp32 | primd int8 / best ort int8 |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n in LENGTHS:
+        t, q = med("tract-fp32-1t", n), med("primd-int8-1t", n)
+        o = {k: ort[k][n] for k in ORT_MODELS}
+        best = min(o["int8-u8"][0], o["int8-s8"][0])
+        print(f"| {n} | {t:.2f} | {q:.2f} | "
+              + " | ".join(f"{o[k][0]:.2f} ({o[k][1]:.2f})" for k in ORT_MODELS)
+              + f" | {q / t:.2f}x | {q / best:.2f}x |")
+    for name in ("tract-fp32", "primd-int8"):
+        t2 = med(f"{name}-2t", 20)
+        print(f"\n{name} with 2 threads at 20 tokens: {t2:.2f} ms "
+              f"({med(f'{name}-1t', 20) / t2:.2f}x the 1-thread speed)")
+    print("\nonnxruntime quality, cosine to sentence-transformers (mean / min):")
+    for kind in ORT_MODELS:
+        mean, low = ort_quality(kind)
+        print(f"  {kind}: {mean:.5f} / {low:.5f}")
+    print("\n| engine | load + optimise, ms | peak RSS after load + one embed, MiB "
+          "| model file, MB |")
+    print("| --- | --- | --- | --- |")
+    for int8, name, file in ((False, "primd fp32", "model.onnx"),
+                             (True, "primd int8", "model-int8.onnx")):
+        load_ms, rss = peak_rss_primd(int8)
+        size = os.path.getsize(os.path.join(MODEL_DIR, file)) / 1e6
+        print(f"| {name} | {load_ms:.0f} | {rss:.0f} | {size:.1f} |")
+    for kind in ORT_MODELS:
+        load_ms, rss = peak_rss_ort(kind)
+        size = os.path.getsize(ort_model_path(kind)) / 1e6
+        print(f"| onnxruntime {kind} (incl. Python) | {load_ms:.0f} | {rss:.0f} | {size:.1f} |")
 
 if __name__ == "__main__":
     main()

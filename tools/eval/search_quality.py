@@ -60,15 +60,19 @@ def main():
     ap.add_argument("--primd", default=os.path.join(
         os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "primd"))
     ap.add_argument("--candidates", default="10,50,100,200")
+    ap.add_argument("--int8", action="store_true",
+                    help="the index was built with --int8: search with the int8 embedder")
     args = ap.parse_args()
+    precision = ["--int8"] if args.int8 else []
 
     qrels = load_qrels(args.qrels)
 
-    exact, secs, lat = run_search(args.primd, args.model, args.index, args.queries, ["--exact"])
+    exact, secs, lat = run_search(args.primd, args.model, args.index, args.queries,
+                                   ["--exact", *precision])
     rows = [("exact (int8 brute force)", exact, secs, lat)]
     for c in args.candidates.split(","):
         res, secs, lat = run_search(args.primd, args.model, args.index, args.queries,
-                                    ["--candidates", c])
+                                    ["--candidates", c, *precision])
         rows.append((f"binary top-{c} + rerank", res, secs, lat))
 
     print(f"\n{len(exact)} queries, index {os.path.basename(args.index)}\n")

@@ -46,7 +46,7 @@ struct Args {
     /// fp32 weights (the default)
     #[arg(long, conflicts_with = "int8")]
     fp32: bool,
-    /// int8 weight matmuls (not available yet: refused with an error)
+    /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels)
     #[arg(long)]
     int8: bool,
     /// No progress bar

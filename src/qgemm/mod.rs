@@ -1,0 +1,347 @@
+//! int8 linear layers (`y = x·Wᵀ + b`) for the encoder's weight matmuls.
+//!
+//! Why our own: tract 0.23.9 lowers every ONNX int8 recipe onto an i32 kernel that
+//! widens bytes one by one (measured 25-300x slower than its fp32 path, see
+//! `../shared/MODEL.md`), so the int8 model calls these kernels instead, through the
+//! tract op in `embed::int8`.
+//!
+//! Arithmetic (what the quality figures were measured with):
+//! - weights: int8, symmetric, one scale per output channel, in `[-127, 127]`
+//!   (a `-128` is clamped to `-127` when packing), packed once at load;
+//! - activations: quantized per row (per token) with a dynamic, asymmetric scale: the
+//!   row's range `[min(x, 0), max(x, 0)]` is mapped onto `[-127, 127]`, i.e.
+//!   `x ≈ s · (q − z)` with `s = range / 254`, an integer zero point `z` and every `q` in
+//!   `[-127, 127]`. Asymmetric because GELU outputs (the FFN-out input) are almost all
+//!   positive: a symmetric scale would waste half the levels there;
+//! - exact i32 accumulation (exact for any `K` up to 66 000), then
+//!   `y = ((Σ q·w − z · Σ w) as f32) · (s · s_w) + b`, with the same float operations in
+//!   the same order in every kernel, so all kernels give bit-identical results.
+//!
+//! Kernels (chosen once at first use, `PRIMD_FORCE_SCALAR=1` forces the scalar one):
+//! x86_64 AVX-VNNI `vpdpbusd` (4 u8×s8 products summed per i32 lane), x86_64 AVX2
+//! `vpmaddubsw`+`vpmaddwd` (with the sign trick, exact), aarch64 `sdot` when the CPU has
+//! the dot-product extension, plain NEON `smull`/`sadalp` otherwise, and the scalar
+//! reference. Each computes a tile of up to [`MR`] rows × [`NR`] output channels; the
+//! shared driver ([`gemm_driver!`]) quantizes nothing, loops over tiles and dequantizes.
+//!
+//! Packed weight layout (all kernels): panels of [`NR`] = 16 output channels; inside a
+//! panel, for each group of 4 input features, 16 × 4 bytes: channel `c`'s 4 weights at
+//! bytes `4c..4c+4`. One 256-bit load is 8 channels × 4 features (the shape of
+//! `vpdpbusd`), one 128-bit load is 4 × 4 (the shape of `sdot`). `K` is padded to a
+//! multiple of 4 and `N` to a multiple of 16 with zeros.
+
+use std::sync::OnceLock;
+
+mod scalar;
+
+#[cfg(target_arch = "x86_64")]
+mod x86_64;
+
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
+
+/// Output channels per packed panel (and per micro-kernel tile).
+pub const NR: usize = 16;
+/// Rows (tokens) per micro-kernel tile.
+pub const MR: usize = 4;
+
+/// An int8 weight matrix with per-output-channel scales and a float bias, packed for the
+/// kernels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PackedWeights {
+    k: usize,
+    n: usize,
+    kp: usize,
+    data: Vec<i8>,
+    /// Per (padded) channel: sum of its packed weights (the u8-shift correction).
+    col_sum: Vec<i32>,
+    scale: Vec<f32>,
+    bias: Vec<f32>,
+}
+
+impl PackedWeights {
+    /// `w` holds `n` output channels of `k` weights each, row-major (`[out, in]`, the
+    /// layout of a torch `Linear`); `scale` and `bias` have one value per channel.
+    ///
+    /// # Panics
+    /// If a length does not match `n`, `k` (callers check shapes first).
+    pub fn new(w: &[i8], n: usize, k: usize, scale: &[f32], bias: &[f32]) -> Self {
+        assert_eq!(w.len(), n * k, "weights are n × k");
+        assert_eq!(scale.len(), n, "one scale per output channel");
+        assert_eq!(bias.len(), n, "one bias per output channel");
+        let kp = k.div_ceil(4) * 4;
+        let panels = n.div_ceil(NR);
+        let mut data = vec![0i8; panels * kp * NR];
+        let mut col_sum = vec![0i32; panels * NR];
+        for (ch, row) in w.chunks_exact(k.max(1)).enumerate().take(n) {
+            let (p, c) = (ch / NR, ch % NR);
+            let panel = &mut data[p * kp * NR..][..kp * NR];
+            for (i, &v) in row.iter().enumerate() {
+                let v = v.max(-127);
+                panel[(i / 4) * 4 * NR + 4 * c + i % 4] = v;
+                col_sum[ch] += i32::from(v);
+            }
+        }
+        let pad = |v: &[f32]| {
+            let mut p = v.to_vec();
+            p.resize(panels * NR, 0.0);
+            p
+        };
+        PackedWeights {
+            k,
+            n,
+            kp,
+            data,
+            col_sum,
+            scale: pad(scale),
+            bias: pad(bias),
+        }
+    }
+
+    /// Input features (`K`).
+    pub fn in_features(&self) -> usize {
+        self.k
+    }
+
+    /// Output channels (`N`).
+    pub fn out_features(&self) -> usize {
+        self.n
+    }
+
+    /// Bytes held (for logs).
+    pub fn heap_bytes(&self) -> usize {
+        self.data.len() + 4 * (self.col_sum.len() + self.scale.len() + self.bias.len())
+    }
+
+    fn panels(&self) -> usize {
+        self.data.len() / (self.kp * NR).max(1)
+    }
+}
+
+/// Reusable buffers for the quantized activations of one call (keep one per thread so
+/// that a call allocates nothing once the buffers have grown).
+#[derive(Clone, Debug, Default)]
+pub struct Scratch {
+    q: Vec<i8>,
+    scale: Vec<f32>,
+    zero: Vec<i32>,
+}
+
+/// Activations of one call, quantized: `m` rows of `kp` bytes (zero padded), each with
+/// its scale and zero point.
+struct Activations<'a> {
+    q: &'a [i8],
+    scale: &'a [f32],
+    zero: &'a [i32],
+    m: usize,
+}
+
+/// `(x, k, q, scale, zero)`: quantizes rows of `k` floats (see `quantize_rows_generic`).
+type QuantizeFn = unsafe fn(&[f32], usize, &mut [i8], &mut [f32], &mut [i32]);
+
+#[derive(Clone, Copy)]
+struct Kernels {
+    name: &'static str,
+    quantize: QuantizeFn,
+    gemm: unsafe fn(&Activations<'_>, &PackedWeights, &mut [f32]),
+}
+
+const SCALAR: Kernels = Kernels {
+    name: "scalar",
+    quantize: scalar::quantize_rows,
+    gemm: scalar::gemm,
+};
+
+/// Every kernel set this CPU can run, best last. Only sets whose target features were
+/// detected here are returned: that is what makes calling their functions sound.
+fn supported() -> Vec<Kernels> {
+    #[allow(unused_mut)]
+    let mut sets = vec![SCALAR];
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        sets.push(Kernels {
+            name: "x86_64-avx2",
+            quantize: x86_64::quantize_rows_avx2,
+            gemm: x86_64::gemm_avx2,
+        });
+        if std::arch::is_x86_feature_detected!("avxvnni") {
+            sets.push(Kernels {
+                name: "x86_64-avxvnni",
+                quantize: x86_64::quantize_rows_avx2_u8,
+                gemm: x86_64::gemm_vnni,
+            });
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        sets.push(Kernels {
+            name: "aarch64-neon",
+            quantize: scalar::quantize_rows,
+            gemm: aarch64::gemm_neon,
+        });
+        if std::arch::is_aarch64_feature_detected!("dotprod") {
+            sets.push(Kernels {
+                name: "aarch64-neon-dotprod",
+                quantize: scalar::quantize_rows,
+                gemm: aarch64::gemm_sdot,
+            });
+        }
+    }
+    sets
+}
+
+fn kernels() -> &'static Kernels {
+    static CHOSEN: OnceLock<Kernels> = OnceLock::new();
+    CHOSEN.get_or_init(|| {
+        if std::env::var_os("PRIMD_FORCE_SCALAR").is_some_and(|v| v == "1") {
+            SCALAR
+        } else {
+            supported().last().copied().unwrap_or(SCALAR)
+        }
+    })
+}
+
+/// Name of the kernel chosen at run time: "x86_64-avxvnni", "x86_64-avx2",
+/// "aarch64-neon-dotprod", "aarch64-neon" or "scalar".
+pub fn kernel_name() -> &'static str {
+    kernels().name
+}
+
+/// `out[m × n] = quantize(x[m × k]) · Wᵀ` dequantized, plus bias.
+///
+/// # Panics
+/// If `x.len() != m · k` or `out.len() != m · n`.
+pub fn linear(x: &[f32], m: usize, w: &PackedWeights, scratch: &mut Scratch, out: &mut [f32]) {
+    linear_with(kernels(), x, m, w, scratch, out)
+}
+
+fn linear_with(
+    set: &Kernels,
+    x: &[f32],
+    m: usize,
+    w: &PackedWeights,
+    scratch: &mut Scratch,
+    out: &mut [f32],
+) {
+    assert_eq!(x.len(), m * w.k, "x is m × k");
+    assert_eq!(out.len(), m * w.n, "out is m × n");
+    if m == 0 {
+        return;
+    }
+    scratch.q.clear();
+    scratch.q.resize(m * w.kp, 0);
+    scratch.scale.clear();
+    scratch.scale.resize(m, 0.0);
+    scratch.zero.clear();
+    scratch.zero.resize(m, 0);
+    if w.k == 0 {
+        for row in out.chunks_exact_mut(w.n) {
+            row.copy_from_slice(&w.bias[..w.n]);
+        }
+        return;
+    }
+    // SAFETY: `set` comes from `supported()` (or is SCALAR), so its CPU features were
+    // detected; buffer sizes were checked or set just above.
+    unsafe {
+        (set.quantize)(
+            x,
+            w.k,
+            &mut scratch.q,
+            &mut scratch.scale,
+            &mut scratch.zero,
+        );
+        let a = Activations {
+            q: &scratch.q,
+            scale: &scratch.scale,
+            zero: &scratch.zero,
+            m,
+        };
+        (set.gemm)(&a, w, out);
+    }
+}
+
+/// The shared quantizer: per row asymmetric scale and zero point (see the module doc),
+/// round half to even, zero padding. With `U8`, each byte is stored as `q + 128`
+/// (`q ^ 0x80`), the unsigned form `vpdpbusd` takes. `#[inline(always)]` so that the
+/// x86_64 module re-instantiates it with AVX2 enabled, where it vectorises.
+#[inline(always)]
+fn quantize_rows_generic<const U8: bool>(
+    x: &[f32],
+    k: usize,
+    q: &mut [i8],
+    scale: &mut [f32],
+    zero: &mut [i32],
+) {
+    let kp = q.len() / scale.len();
+    let rows = x.chunks_exact(k).zip(q.chunks_exact_mut(kp));
+    for ((row, qrow), (s, z)) in rows.zip(scale.iter_mut().zip(zero.iter_mut())) {
+        let lo = row.iter().fold(0.0f32, |m, v| m.min(*v));
+        let hi = row.iter().fold(0.0f32, |m, v| m.max(*v));
+        let range = hi - lo;
+        let (sc, inv, zp) = if range > 0.0 && range.is_finite() {
+            let inv = 254.0 / range;
+            // lo ≤ 0, so lo · inv is in [-254, 0] and zp in [-127, 127].
+            (range / 254.0, inv, -127.0 - (lo * inv).round_ties_even())
+        } else {
+            (0.0, 0.0, 0.0)
+        };
+        *s = sc;
+        *z = zp as i32;
+        for (qv, xv) in qrow.iter_mut().zip(row) {
+            // ≥ -127 because rounding is monotonic; `min` catches a rounding overshoot
+            // at the top; `as` maps NaN to 0.
+            let v = ((xv * inv).round_ties_even() + zp).min(127.0) as i8;
+            *qv = if U8 { v ^ i8::MIN } else { v };
+        }
+    }
+}
+
+/// The tile loop every kernel shares: for each panel of 16 channels and each group of up
+/// to 4 rows, `$tile::<R>(a, kp, panel) -> [[i32; NR]; R]` computes the integer sums
+/// `Σ q·w` (plus `128 · Σ w` when `$shift` is 1: the kernel fed `q + 128` as u8), then
+/// the zero points are removed and the sums dequantized into `out`. A macro, not a function, so that the
+/// whole loop is compiled inside each kernel's `#[target_feature]` function.
+macro_rules! gemm_driver {
+    ($a:expr, $w:expr, $out:expr, $shift:expr, $tile:ident) => {{
+        let (a, w, out): (&Activations<'_>, &PackedWeights, &mut [f32]) = ($a, $w, $out);
+        const { assert!(MR == 4, "the tile match below covers 1..=4 rows") };
+        let (kp, n) = (w.kp, w.n);
+        for p in 0..w.panels() {
+            let panel = &w.data[p * kp * NR..][..kp * NR];
+            let c0 = p * NR;
+            let cols = NR.min(n - c0);
+            let scale = &w.scale[c0..c0 + NR];
+            let bias = &w.bias[c0..c0 + NR];
+            let mut r0 = 0;
+            while r0 < a.m {
+                let rows = MR.min(a.m - r0);
+                let base = &a.q[r0 * kp..(r0 + rows) * kp];
+                let mut acc = [[0i32; NR]; MR];
+                // SAFETY: `base` holds `rows` rows of `kp` bytes and `panel` `kp · NR`
+                // bytes: exactly what a tile of `rows` rows reads.
+                unsafe {
+                    match rows {
+                        1 => acc[..1].copy_from_slice(&$tile::<1>(base, kp, panel)),
+                        2 => acc[..2].copy_from_slice(&$tile::<2>(base, kp, panel)),
+                        3 => acc[..3].copy_from_slice(&$tile::<3>(base, kp, panel)),
+                        _ => acc.copy_from_slice(&$tile::<4>(base, kp, panel)),
+                    }
+                }
+                for (r, acc_r) in acc.iter().enumerate().take(rows) {
+                    let (sa, z) = (a.scale[r0 + r], $shift * 128 + a.zero[r0 + r]);
+                    let mut y = [0.0f32; NR];
+                    for c in 0..NR {
+                        let exact = acc_r[c].wrapping_sub(z.wrapping_mul(w.col_sum[c0 + c]));
+                        y[c] = (exact as f32) * (sa * scale[c]) + bias[c];
+                    }
+                    out[(r0 + r) * n + c0..][..cols].copy_from_slice(&y[..cols]);
+                }
+                r0 += rows;
+            }
+        }
+    }};
+}
+use gemm_driver;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,175 @@
+use super::*;
+
+/// xorshift64: tiny, seeded, good enough to vary test inputs.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn i8s(&mut self, n: usize) -> Vec<i8> {
+        (0..n).map(|_| self.next() as i8).collect()
+    }
+    fn f32s(&mut self, n: usize, amp: f32) -> Vec<f32> {
+        (0..n)
+            .map(|_| ((self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 2.0 * amp)
+            .collect()
+    }
+}
+
+/// The definition, written independently of the packing and the tiles: quantize each row,
+/// exact i64 dot products with the clamped weights, then the documented float formula.
+fn reference(x: &[f32], m: usize, k: usize, w: &[i8], n: usize, ws: &[f32], b: &[f32]) -> Vec<f32> {
+    let mut out = vec![0.0f32; m * n];
+    for r in 0..m {
+        let row = &x[r * k..][..k];
+        let lo = row.iter().fold(0.0f32, |a, v| a.min(*v));
+        let hi = row.iter().fold(0.0f32, |a, v| a.max(*v));
+        let (sa, inv, z) = if hi > lo {
+            let inv = 254.0 / (hi - lo);
+            (
+                (hi - lo) / 254.0,
+                inv,
+                -127.0 - (lo * inv).round_ties_even(),
+            )
+        } else {
+            (0.0, 0.0, 0.0)
+        };
+        let q: Vec<i64> = row
+            .iter()
+            .map(|v| ((v * inv).round_ties_even() + z).min(127.0) as i64)
+            .collect();
+        assert!(q.iter().all(|v| (-127..=127).contains(v)), "{q:?}");
+        for c in 0..n {
+            let dot: i64 = (0..k)
+                .map(|i| (q[i] - z as i64) * i64::from(w[c * k + i].max(-127)))
+                .sum();
+            out[r * n + c] = (dot as i32 as f32) * (sa * ws[c]) + b[c];
+        }
+    }
+    out
+}
+
+#[test]
+fn the_chosen_kernel_is_a_supported_one() {
+    let names: Vec<_> = supported().iter().map(|k| k.name).collect();
+    eprintln!(
+        "supported qgemm kernels: {names:?}, chosen: {}",
+        kernel_name()
+    );
+    assert!(names.contains(&kernel_name()));
+    assert_eq!(names[0], "scalar");
+}
+
+#[test]
+fn every_kernel_equals_the_reference_bit_for_bit() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut scratch = Scratch::default();
+    for (m, k, n) in [
+        (1, 4, 16),
+        (0, 8, 16),
+        (5, 384, 32),
+        (9, 37, 17),
+        (4, 1, 1),
+        (3, 5, 15),
+        (7, 64, 40),
+        (2, 1536, 16),
+        (13, 96, 48),
+    ] {
+        let w = rng.i8s(n * k);
+        let ws = rng
+            .f32s(n, 0.01)
+            .iter()
+            .map(|v| v.abs())
+            .collect::<Vec<_>>();
+        let b = rng.f32s(n, 1.0);
+        // Outliers in some rows, as BERT activations have.
+        let mut x = rng.f32s(m * k, 3.0);
+        if m * k > 0 {
+            x[(rng.next() as usize) % (m * k)] = 60.0;
+        }
+        if n % 2 == 0 {
+            // GELU-like rows: (almost) all positive, the asymmetric case.
+            x.iter_mut().for_each(|v| *v = v.abs() - 0.05);
+        }
+        let want = reference(&x, m, k, &w, n, &ws, &b);
+        let packed = PackedWeights::new(&w, n, k, &ws, &b);
+        for set in supported() {
+            let mut out = vec![f32::NAN; m * n];
+            linear_with(&set, &x, m, &packed, &mut scratch, &mut out);
+            assert_eq!(out, want, "{} m {m} k {k} n {n}", set.name);
+        }
+    }
+}
+
+#[test]
+fn extreme_values_do_not_saturate_any_kernel() {
+    // All weights ±127 (and -128, clamped) against activations that quantize to ±127:
+    // the largest pair sums the AVX2 path (i16) and the u8 shift (VNNI) can meet.
+    let (m, k, n) = (6, 256, 32);
+    let mut scratch = Scratch::default();
+    for (wv, xv) in [(127i8, 1.0f32), (-128, 1.0), (-127, -1.0), (127, -1.0)] {
+        let w = vec![wv; n * k];
+        let x: Vec<f32> = (0..m * k)
+            .map(|i| if i % 3 == 0 { -xv } else { xv })
+            .collect();
+        let ws = vec![1.0f32; n];
+        let b = vec![0.0f32; n];
+        let want = reference(&x, m, k, &w, n, &ws, &b);
+        let packed = PackedWeights::new(&w, n, k, &ws, &b);
+        for set in supported() {
+            let mut out = vec![0.0; m * n];
+            linear_with(&set, &x, m, &packed, &mut scratch, &mut out);
+            assert_eq!(out, want, "{} w {wv} x {xv}", set.name);
+        }
+    }
+}
+
+#[test]
+fn int8_linear_is_close_to_the_float_product() {
+    // What a user of the model notices: the quantized layer approximates the fp32 one.
+    let (m, k, n) = (10, 384, 64);
+    let mut rng = Rng(17);
+    let wf = rng.f32s(n * k, 0.1);
+    let x = rng.f32s(m * k, 2.0);
+    let b = rng.f32s(n, 0.5);
+    let (mut wq, mut ws) = (vec![0i8; n * k], vec![0.0f32; n]);
+    for c in 0..n {
+        let row = &wf[c * k..][..k];
+        let amax = row.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+        ws[c] = amax / 127.0;
+        for i in 0..k {
+            wq[c * k + i] = (row[i] / ws[c]).round() as i8;
+        }
+    }
+    let packed = PackedWeights::new(&wq, n, k, &ws, &b);
+    let mut out = vec![0.0; m * n];
+    linear(&x, m, &packed, &mut Scratch::default(), &mut out);
+    let mut err2 = 0.0f64;
+    let mut ref2 = 0.0f64;
+    for r in 0..m {
+        for c in 0..n {
+            let exact: f32 = (0..k).map(|i| x[r * k + i] * wf[c * k + i]).sum::<f32>() + b[c];
+            err2 += f64::from(out[r * n + c] - exact).powi(2);
+            ref2 += f64::from(exact).powi(2);
+        }
+    }
+    let rel = (err2 / ref2).sqrt();
+    assert!(rel < 0.02, "relative error {rel}");
+}
+
+#[test]
+fn zero_rows_and_empty_inputs_give_the_bias() {
+    let (k, n) = (8, 3);
+    let packed = PackedWeights::new(&[5; 24], n, k, &[1.0; 3], &[0.5, -1.0, 2.0]);
+    let mut out = vec![9.0; 2 * n];
+    linear(&[0.0; 16], 2, &packed, &mut Scratch::default(), &mut out);
+    assert_eq!(out, [0.5, -1.0, 2.0, 0.5, -1.0, 2.0]);
+    let empty = PackedWeights::new(&[], 2, 0, &[1.0; 2], &[3.0, 4.0]);
+    let mut out = vec![0.0; 2];
+    linear(&[], 1, &empty, &mut Scratch::default(), &mut out);
+    assert_eq!(out, [3.0, 4.0]);
+}

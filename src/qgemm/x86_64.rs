@@ -1,0 +1,135 @@
+//! x86_64 kernels, used only after the dispatcher has detected the CPU features named in
+//! each function's `#[target_feature]` (that detection is what makes calling them sound).
+//!
+//! Both keep a 4-row × 16-channel tile of i32 sums in 8 ymm registers and, per group of
+//! 4 input features, load the panel's 64 bytes once (2 ymm) and broadcast each row's
+//! 4 activation bytes to all lanes.
+//! - AVX-VNNI: `vpdpbusd` multiplies u8 × s8 and adds 4 products into each i32 lane
+//!   without intermediate saturation: 32 MACs per instruction. It needs an unsigned
+//!   side, so the activations are quantized as `q + 128` (`q ^ 0x80`,
+//!   [`quantize_rows_avx2_u8`]) and the driver removes `128 · Σ w` per channel
+//!   afterwards (exact).
+//! - AVX2: `vpmaddubsw` (u8 × s8, pairs summed into *saturating* i16) then `vpmaddwd`
+//!   with ones into i32. Feeding `q + 128` could saturate (255·127·2 > 32 767), so it uses
+//!   the sign trick: `|q|` as the u8 side and `sign(q)·w` (`vpsignb`) as the s8 side;
+//!   with both in `[-127, 127]` a pair is at most 32 258: exact.
+//!
+//! Quantizing the activations is the shared scalar code re-compiled with AVX2 (it
+//! vectorises: `vmaxps`, `vroundps`, packs).
+
+use std::arch::x86_64::*;
+
+use super::{Activations, MR, NR, PackedWeights, gemm_driver};
+
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn quantize_rows_avx2(
+    x: &[f32],
+    k: usize,
+    q: &mut [i8],
+    scale: &mut [f32],
+    zero: &mut [i32],
+) {
+    super::quantize_rows_generic::<false>(x, k, q, scale, zero)
+}
+
+/// The same, storing `q + 128` as u8 for [`gemm_vnni`].
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn quantize_rows_avx2_u8(
+    x: &[f32],
+    k: usize,
+    q: &mut [i8],
+    scale: &mut [f32],
+    zero: &mut [i32],
+) {
+    super::quantize_rows_generic::<true>(x, k, q, scale, zero)
+}
+
+/// # Safety
+/// The CPU must support AVX2 and AVX-VNNI; `a` holds `R` rows of `kp` bytes, `q + 128`
+/// as u8 (`kp` a multiple of 4), and `panel` `kp · 16` bytes.
+#[target_feature(enable = "avx2,avxvnni")]
+#[inline]
+unsafe fn tile_vnni<const R: usize>(a: &[i8], kp: usize, panel: &[i8]) -> [[i32; NR]; R] {
+    debug_assert!(a.len() >= R * kp && panel.len() >= kp * NR);
+    let mut acc = [[_mm256_setzero_si256(); 2]; R];
+    let (a, w) = (a.as_ptr(), panel.as_ptr());
+    for g in 0..kp / 4 {
+        // SAFETY (all pointer reads below): g < kp / 4, r < R, within the sizes above.
+        let (w0, w1) = unsafe {
+            (
+                _mm256_loadu_si256(w.add(g * 4 * NR).cast()),
+                _mm256_loadu_si256(w.add(g * 4 * NR + 32).cast()),
+            )
+        };
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let x = unsafe { a.add(r * kp + 4 * g).cast::<i32>().read_unaligned() };
+            let x = _mm256_set1_epi32(x);
+            acc_r[0] = _mm256_dpbusd_avx_epi32(acc_r[0], x, w0);
+            acc_r[1] = _mm256_dpbusd_avx_epi32(acc_r[1], x, w1);
+        }
+    }
+    store(acc)
+}
+
+/// # Safety
+/// As [`tile_vnni`], with AVX2 only.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn tile_avx2<const R: usize>(a: &[i8], kp: usize, panel: &[i8]) -> [[i32; NR]; R] {
+    debug_assert!(a.len() >= R * kp && panel.len() >= kp * NR);
+    let mut acc = [[_mm256_setzero_si256(); 2]; R];
+    let ones = _mm256_set1_epi16(1);
+    let (a, w) = (a.as_ptr(), panel.as_ptr());
+    for g in 0..kp / 4 {
+        // SAFETY (all pointer reads below): g < kp / 4, r < R, within the sizes above.
+        let (w0, w1) = unsafe {
+            (
+                _mm256_loadu_si256(w.add(g * 4 * NR).cast()),
+                _mm256_loadu_si256(w.add(g * 4 * NR + 32).cast()),
+            )
+        };
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let x = unsafe { a.add(r * kp + 4 * g).cast::<i32>().read_unaligned() };
+            let x = _mm256_set1_epi32(x);
+            let ax = _mm256_abs_epi8(x);
+            for (acc_c, wv) in acc_r.iter_mut().zip([w0, w1]) {
+                let pairs = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv, x));
+                *acc_c = _mm256_add_epi32(*acc_c, _mm256_madd_epi16(pairs, ones));
+            }
+        }
+    }
+    store(acc)
+}
+
+#[target_feature(enable = "avx2")]
+#[inline]
+fn store<const R: usize>(acc: [[__m256i; 2]; R]) -> [[i32; NR]; R] {
+    let mut out = [[0i32; NR]; R];
+    for (o, a) in out.iter_mut().zip(acc) {
+        // SAFETY: `o` is 16 i32 = two 32-byte stores; no alignment required.
+        unsafe {
+            _mm256_storeu_si256(o.as_mut_ptr().cast(), a[0]);
+            _mm256_storeu_si256(o.as_mut_ptr().add(8).cast(), a[1]);
+        }
+    }
+    out
+}
+
+/// # Safety
+/// The CPU must support AVX2 and AVX-VNNI.
+#[target_feature(enable = "avx2,avxvnni")]
+pub(super) unsafe fn gemm_vnni(a: &Activations<'_>, w: &PackedWeights, out: &mut [f32]) {
+    gemm_driver!(a, w, out, 1, tile_vnni)
+}
+
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn gemm_avx2(a: &Activations<'_>, w: &PackedWeights, out: &mut [f32]) {
+    gemm_driver!(a, w, out, 0, tile_avx2)
+}
