@@ -20,7 +20,11 @@ fn short_reference_sentences_match_sentence_transformers() {
         .filter(|r| r.tokens <= 12)
         .take(6)
         .collect();
-    assert_eq!(refs.len(), 6, "tests/data/reference.jsonl lost its short sentences");
+    assert_eq!(
+        refs.len(),
+        6,
+        "tests/data/reference.jsonl lost its short sentences"
+    );
     let mut e = Embedder::load(&common::model_dir(), &EmbedderOptions::default()).unwrap();
     let mut v = [0.0; DIM];
     for r in &refs {

@@ -35,6 +35,9 @@ impl Cable {
             )
         };
         assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+        // Not inherited by primd: a child holding the master would keep the line up.
+        // SAFETY: fcntl on a descriptor we own.
+        unsafe { libc::fcntl(master, libc::F_SETFD, libc::FD_CLOEXEC) };
         let name = std::fs::read_link(format!("/proc/self/fd/{slave}")).unwrap();
         // SAFETY: both descriptors were just returned by openpty and are owned here.
         drop(unsafe { File::from_raw_fd(slave) }); // primd opens the slave by path
@@ -109,7 +112,7 @@ fn serial_line_survives_a_hang_up_mid_utterance_and_reconnects() {
         .arg(&index)
         .arg("--input")
         .arg(format!("serial:{}@9600", tty.display()))
-        .args(["--endpoint-ms", "400"])
+        .args(["--endpoint-ms", "1500", "--emit-speculative"])
         .env("RUST_LOG", "primd=info")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -131,7 +134,11 @@ fn serial_line_survives_a_hang_up_mid_utterance_and_reconnects() {
     assert_eq!(final_text(&first), "What is the capital of France?");
 
     // The cable is pulled in the middle of the next one, and half a line is lost.
-    cable.send("{\"partial\": \"turn off the kitchen lights\"}\n{\"partial\": \"turn of");
+    cable.send("{\"partial\": \"turn off the kitchen lights\"}\n");
+    // Once primd has read it (a hang-up flushes unread input, as a pulled cable loses
+    // bytes in flight), the line dies in the middle of the next message.
+    wait_for(&out, "\"speculative\"", &mut seen_out);
+    cable.send("{\"partial\": \"turn of");
     drop(cable);
     wait_for(&err, "reconnecting", &mut seen_err);
     // The utterance that was cut ends on silence with what had been heard.
