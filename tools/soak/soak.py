@@ -44,12 +44,16 @@ def valid_utterances():
     return utts
 
 
+_NOISE = [bytes(random.Random(i).getrandbits(8) for _ in range(200)).replace(b"\n", b" ")
+          for i in range(64)]
+_LONG = b"x" * 100_000
+
 GARBAGE = {
     "not_json": lambda r: b"this is not json at all " + str(r.random()).encode(),
     "no_transcript": lambda r: b'{"foo": 1, "bar": [1,2,3]}',
     "invalid_utf8": lambda r: b'{"partial": "caf\xe9 \xff\xfe broken"}',
-    "binary_noise": lambda r: bytes(r.getrandbits(8) for _ in range(200)).replace(b"\n", b" "),
-    "too_long": lambda r: b"x" * 100_000,
+    "binary_noise": lambda r: r.choice(_NOISE),
+    "too_long": lambda r: _LONG,
 }
 
 
@@ -165,8 +169,10 @@ def main():
     rss = [r for _, r in samples if r]
     warm = [r for t, r in samples if r and t >= 60] or rss
     growth = (max(warm) - min(warm)) / min(warm) if warm else float("inf")
+    elapsed = time.monotonic() - start
     report = {
-        "minutes": args.minutes, "rate": args.rate, "lines_sent": dict(sent),
+        "minutes": args.minutes, "rate": args.rate,
+        "achieved_rate": round(n / elapsed, 1), "lines_sent": dict(sent),
         "rejected_by_reason": dict(stderr_reasons), "answered": dict(answered),
         "alive_at_end": alive, "exit_code": code,
         "rss_kib": samples, "rss_after_warmup_min_kib": min(warm) if warm else None,
