@@ -121,45 +121,11 @@ pub struct RunArgs {
     /// Wait for the final transcript, then search (the baseline; layer1.enabled = false)
     #[arg(long)]
     pub no_streaming: bool,
-    /// New words between speculative searches
-    #[arg(long, value_name = "N")]
-    pub trigger_interval: Option<i64>,
-    /// Skip a speculative search when the embedding moved less than this (cosine)
-    #[arg(long, value_name = "COS")]
-    pub similarity_threshold: Option<f64>,
-    /// Candidates kept by a speculative scan
-    #[arg(long, value_name = "N")]
-    pub max_speculative_results: Option<i64>,
-    /// Threads tract may use inside one embed
-    #[arg(long, value_name = "N")]
-    pub embedder_threads: Option<i64>,
-    /// Partials with fewer words never trigger
-    #[arg(long, value_name = "N")]
-    pub min_tokens: Option<i64>,
-    /// Below this cosine between final and speculation, run a full search instead
-    #[arg(long, value_name = "COS")]
-    pub reflector_threshold: Option<f64>,
-    /// Candidates of a full search
-    #[arg(long, value_name = "N")]
-    pub full_search_candidates: Option<i64>,
-    /// Results per utterance
-    #[arg(long, value_name = "K")]
-    pub top_k: Option<i64>,
-    /// Do not embed the newest partial while idle
-    #[arg(long)]
-    pub no_idle_embed: bool,
     /// Silence that ends an utterance, in milliseconds
     #[arg(long, value_name = "MS")]
     pub endpoint_ms: Option<i64>,
-    /// Filler words and phrases removed before embedding, comma-separated
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub fillers: Option<Vec<String>>,
-    /// fp32 weights (the default)
-    #[arg(long, conflicts_with = "int8")]
-    pub fp32: bool,
-    /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels)
-    #[arg(long)]
-    pub int8: bool,
+    #[command(flatten)]
+    pub layer1: Layer1Flags,
 }
 
 #[derive(Args, Debug)]
@@ -201,6 +167,14 @@ pub struct EvalArgs {
     /// TOML file with a [layer1] section; flags override it (as for `primd run`)
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub layer1: Layer1Flags,
+}
+
+/// The `[layer1]` keys as flags, shared by `primd run` and `primd eval`: a flag
+/// overrides the config file's value.
+#[derive(Args, Debug)]
+pub struct Layer1Flags {
     /// New words between speculative searches
     #[arg(long, value_name = "N")]
     pub trigger_interval: Option<i64>,
@@ -219,7 +193,7 @@ pub struct EvalArgs {
     /// Below this cosine between final and speculation, run a full search instead
     #[arg(long, value_name = "COS")]
     pub reflector_threshold: Option<f64>,
-    /// Candidates of a full search (and of each prefix search)
+    /// Candidates of a full search (and, in eval, of each prefix search)
     #[arg(long, value_name = "N")]
     pub full_search_candidates: Option<i64>,
     /// Results per utterance
@@ -234,7 +208,35 @@ pub struct EvalArgs {
     /// fp32 weights (the default)
     #[arg(long, conflicts_with = "int8")]
     pub fp32: bool,
-    /// int8 weight matmuls
+    /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels)
     #[arg(long)]
     pub int8: bool,
+}
+
+impl Layer1Flags {
+    /// The flags as config overrides (`enabled` and `endpoint_ms` are left to the
+    /// command).
+    pub fn to_layer1(&self) -> primd::config::Layer1 {
+        primd::config::Layer1 {
+            enabled: None,
+            trigger_interval: self.trigger_interval,
+            similarity_threshold: self.similarity_threshold,
+            max_speculative_results: self.max_speculative_results,
+            embedder_threads: self.embedder_threads,
+            min_tokens: self.min_tokens,
+            reflector_threshold: self.reflector_threshold,
+            full_search_candidates: self.full_search_candidates,
+            top_k: self.top_k,
+            idle_embed: self.no_idle_embed.then_some(false),
+            endpoint_ms: None,
+            fillers: self.fillers.clone(),
+            precision: if self.int8 {
+                Some("int8".into())
+            } else if self.fp32 {
+                Some("fp32".into())
+            } else {
+                None
+            },
+        }
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use primd::config::{self, Layer1};
+use primd::config;
 use primd::embed::{Embed, Embedder, EmbedderOptions};
 use primd::eval::{self, EvalOptions, data, report};
 use primd::index::Index;
@@ -10,27 +10,7 @@ use primd::index::Index;
 use crate::cli::EvalArgs;
 
 pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
-    let flags = Layer1 {
-        enabled: None,
-        trigger_interval: args.trigger_interval,
-        similarity_threshold: args.similarity_threshold,
-        max_speculative_results: args.max_speculative_results,
-        embedder_threads: args.embedder_threads,
-        min_tokens: args.min_tokens,
-        reflector_threshold: args.reflector_threshold,
-        full_search_candidates: args.full_search_candidates,
-        top_k: args.top_k,
-        idle_embed: args.no_idle_embed.then_some(false),
-        endpoint_ms: None,
-        fillers: args.fillers.clone(),
-        precision: if args.int8 {
-            Some("int8".into())
-        } else if args.fp32 {
-            Some("fp32".into())
-        } else {
-            None
-        },
-    };
+    let flags = args.layer1.to_layer1();
     let mut cfg = config::load(args.config.as_deref(), flags)?;
     // The evaluation compares streaming with the baseline itself.
     cfg.stream.enabled = true;

@@ -15,24 +15,8 @@ use crate::cli::RunArgs;
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let flags = Layer1 {
         enabled: args.no_streaming.then_some(false),
-        trigger_interval: args.trigger_interval,
-        similarity_threshold: args.similarity_threshold,
-        max_speculative_results: args.max_speculative_results,
-        embedder_threads: args.embedder_threads,
-        min_tokens: args.min_tokens,
-        reflector_threshold: args.reflector_threshold,
-        full_search_candidates: args.full_search_candidates,
-        top_k: args.top_k,
-        idle_embed: args.no_idle_embed.then_some(false),
         endpoint_ms: args.endpoint_ms,
-        fillers: args.fillers.clone(),
-        precision: if args.int8 {
-            Some("int8".into())
-        } else if args.fp32 {
-            Some("fp32".into())
-        } else {
-            None
-        },
+        ..args.layer1.to_layer1()
     };
     let cfg = config::load(args.config.as_deref(), flags)?;
     let index = Arc::new(Index::open(&args.index)?);
