@@ -4,23 +4,11 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::Duration;
 
 fn spawn(index: &Path, extra: &[&str]) -> Child {
-    common::command(env!("CARGO_BIN_EXE_primd"))
-        .arg("run")
-        .arg("--model")
-        .arg(common::model_dir())
-        .arg("--index")
-        .arg(index)
-        .args(extra)
-        .env("RUST_LOG", "primd=info")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    common::spawn_run(env!("CARGO_BIN_EXE_primd"), index, extra)
 }
 
 /// Pipes STREAM into `primd run` and waits for it to exit.

@@ -38,6 +38,25 @@ pub fn command(bin: &str) -> Command {
     }
 }
 
+/// `primd run` (the binary at `bin`) on `index` with the real model, all three pipes
+/// captured, info logs on stderr.
+pub fn spawn_run(bin: &str, index: &Path, extra: &[&str]) -> std::process::Child {
+    use std::process::Stdio;
+    command(bin)
+        .arg("run")
+        .arg("--model")
+        .arg(model_dir())
+        .arg("--index")
+        .arg(index)
+        .args(extra)
+        .env("RUST_LOG", "primd=info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 pub fn data(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
