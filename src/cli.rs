@@ -38,7 +38,8 @@ pub struct ModelArgs {
     /// Model directory holding model.onnx and tokenizer.json (made by models/fetch)
     #[arg(long, value_name = "DIR", default_value = "models")]
     pub model: PathBuf,
-    /// fp32 weights (the default)
+    /// fp32 weights (model.onnx). Default: the precision the index was built with;
+    /// without an index, int8
     #[arg(long, conflicts_with = "int8")]
     pub fp32: bool,
     /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels)
@@ -50,11 +51,12 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
-    pub fn precision(&self) -> Precision {
-        if self.int8 {
-            Precision::Int8
-        } else {
-            Precision::Fp32
+    /// The precision asked for; `None` leaves it to the index (or the default).
+    pub fn precision(&self) -> Option<Precision> {
+        match (self.fp32, self.int8) {
+            (true, _) => Some(Precision::Fp32),
+            (_, true) => Some(Precision::Int8),
+            _ => None,
         }
     }
 }
@@ -205,7 +207,7 @@ pub struct Layer1Flags {
     /// Filler words and phrases removed before embedding, comma-separated
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub fillers: Option<Vec<String>>,
-    /// fp32 weights (the default)
+    /// fp32 weights (model.onnx). Default: the precision the index was built with
     #[arg(long, conflicts_with = "int8")]
     pub fp32: bool,
     /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels)

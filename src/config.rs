@@ -19,7 +19,8 @@ use crate::stream::normalize::DEFAULT_FILLERS;
 pub struct RunConfig {
     pub stream: StreamConfig,
     pub embedder_threads: usize,
-    pub precision: Precision,
+    /// `None`: the precision the index was built with.
+    pub precision: Option<Precision>,
     /// Silence (no new partial) that ends an utterance, in milliseconds.
     pub endpoint_ms: u64,
     pub fillers: Vec<String>,
@@ -194,8 +195,9 @@ fn check(raw: Layer1) -> Result<RunConfig, ConfigError> {
         });
     }
     let precision = match raw.precision.as_deref() {
-        None | Some("fp32") => Precision::Fp32,
-        Some("int8") => Precision::Int8,
+        None => None,
+        Some("fp32") => Some(Precision::Fp32),
+        Some("int8") => Some(Precision::Int8),
         Some(other) => {
             return Err(ConfigError::Invalid {
                 key: "precision",
@@ -231,7 +233,7 @@ mod tests {
         assert_eq!(d.stream, StreamConfig::default());
         assert_eq!(
             (d.embedder_threads, d.endpoint_ms, d.precision),
-            (1, 800, Precision::Fp32)
+            (1, 800, None)
         );
 
         let c = from_toml(
@@ -255,6 +257,18 @@ mod tests {
             (c.embedder_threads, c.fillers.as_slice()),
             (2, &["like".to_string()][..])
         );
+
+        let fp32 = |flag: Option<&str>| {
+            let flags = Layer1 {
+                precision: flag.map(String::from),
+                ..Default::default()
+            };
+            from_toml("[layer1]\nprecision = \"fp32\"\n", flags)
+                .unwrap()
+                .precision
+        };
+        assert_eq!(fp32(None), Some(Precision::Fp32), "the file names it");
+        assert_eq!(fp32(Some("int8")), Some(Precision::Int8), "the flag wins");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 
 use common::build_real_index;
+use primd::embed::Precision;
 
 fn search(index: &Path, extra: &[&str], stdin: &[u8]) -> Output {
     let mut child = common::command(env!("CARGO_BIN_EXE_primd"))
@@ -66,6 +67,29 @@ fn answers_stdin_queries_and_skips_malformed_lines() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("line 2"), "{stderr}");
     }
+}
+
+#[test]
+fn the_index_decides_the_precision_unless_told_otherwise() {
+    // Indexes built before int8 became the default are fp32: they must keep working
+    // with no flag (primd loads model.onnx for them), and a contradicting flag is named.
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = common::data("golden-corpus.jsonl");
+    let fp32 = common::build_index_with(&corpus, dir.path(), Precision::Fp32);
+    let query = b"{\"id\": 1, \"text\": \"what is the capital of france\"}\n";
+    for extra in [&[][..], &["--fp32"]] {
+        let out = search(&fp32, extra, query);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{extra:?}: {stderr}");
+        assert_eq!(lines(&out)[0]["results"][0]["id"], "paris", "{extra:?}");
+    }
+    let out = search(&fp32, &["--int8"], query);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("built with the fp32 model") && err.contains("--int8"),
+        "{err}"
+    );
 }
 
 #[test]

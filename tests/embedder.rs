@@ -8,8 +8,16 @@ use primd::embed::{
     DIM, Embed, EmbedError, Embedder, EmbedderOptions, MAX_TOKENS, Precision, cosine,
 };
 
+/// The fp32 model (int8 has its own tests in embedder_int8.rs).
+fn fp32() -> EmbedderOptions {
+    EmbedderOptions {
+        precision: Precision::Fp32,
+        threads: 1,
+    }
+}
+
 fn load() -> Embedder {
-    Embedder::load(&common::model_dir(), &EmbedderOptions::default()).unwrap()
+    Embedder::load(&common::model_dir(), &fp32()).unwrap()
 }
 
 #[test]
@@ -57,7 +65,7 @@ fn forks_threads_and_batches_give_the_same_vectors() {
     let mut b = a.fork().unwrap();
     let opts = EmbedderOptions {
         threads: 2,
-        ..Default::default()
+        ..fp32()
     };
     let mut c = Embedder::load(&common::model_dir(), &opts).unwrap();
     let texts = [

@@ -7,6 +7,7 @@ use std::fs;
 
 use primd::embed::{
     DIM, Embed, EmbedError, Embedder, EmbedderOptions, MODEL_INT8_FILE, Precision, cosine,
+    precision_of,
 };
 
 fn int8() -> EmbedderOptions {
@@ -47,9 +48,21 @@ fn int8_matches_sentence_transformers_on_reference_sentences() {
 #[test]
 fn int8_is_a_different_model_for_indexes_and_forks_agree() {
     let mut q = load();
-    let f = Embedder::load(&common::model_dir(), &EmbedderOptions::default()).unwrap();
-    // An index built with one must be refused by the other: fingerprints differ.
+    let fp32 = EmbedderOptions {
+        precision: Precision::Fp32,
+        threads: 1,
+    };
+    let f = Embedder::load(&common::model_dir(), &fp32).unwrap();
+    // An index built with one must be refused by the other: fingerprints differ, and
+    // each names its own model file, which is how a command follows an index.
     assert_ne!(q.fingerprint(), f.fingerprint());
+    let dir = common::model_dir();
+    assert_eq!(precision_of(&dir, &q.fingerprint()), Some(Precision::Int8));
+    assert_eq!(precision_of(&dir, &f.fingerprint()), Some(Precision::Fp32));
+    let mut foreign = f.fingerprint();
+    foreign[20] ^= 1; // same model, another tokenizer
+    assert_eq!(precision_of(&dir, &foreign), None);
+    assert_eq!(precision_of(&dir.join("missing"), &f.fingerprint()), None);
     let mut fork = q.fork().unwrap();
     assert_eq!(fork.fingerprint(), q.fingerprint());
     let (mut a, mut b) = ([0.0; DIM], [0.0; DIM]);

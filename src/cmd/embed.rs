@@ -17,7 +17,7 @@ struct Line<'a> {
 
 pub fn run(args: &EmbedArgs) -> anyhow::Result<()> {
     let opts = EmbedderOptions {
-        precision: args.model.precision(),
+        precision: args.model.precision().unwrap_or_default(),
         threads: args.model.embedder_threads as usize,
     };
     let started = std::time::Instant::now();

@@ -3,7 +3,6 @@
 use std::io::Write;
 
 use primd::config;
-use primd::embed::{Embed, Embedder, EmbedderOptions};
 use primd::eval::{self, EvalOptions, data, report};
 use primd::index::Index;
 
@@ -28,12 +27,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
             s.truncate(n);
         }
     }
-    let opts = EmbedderOptions {
-        precision: cfg.precision,
-        threads: cfg.embedder_threads,
-    };
-    let embedder = Embedder::load(&args.model, &opts)?;
-    index.check_fingerprint(&embedder.fingerprint())?;
+    let embedder = super::embedder_for(&index, &args.model, cfg.precision, cfg.embedder_threads)?;
     let eval_opts = EvalOptions {
         workers: args.workers as usize,
         sweep: args.sweep,
@@ -41,8 +35,9 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
     };
     // Each worker forks its own embedder; the model is loaded once (an `Embedder` is
     // `Send` but not `Sync`, hence the lock, taken once per worker).
+    let precision = embedder.precision();
     let source = std::sync::Mutex::new(embedder);
-    let run = eval::evaluate(
+    let mut run = eval::evaluate(
         &index,
         &queries,
         &qrels,
@@ -56,6 +51,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
             Ok(e.fork()?)
         },
     )?;
+    run.report.model = Some(precision.to_string());
     if let Some(dir) = &args.out {
         report::write_dir(&run, dir)?;
     }

@@ -6,6 +6,12 @@ mod eval;
 mod run;
 mod search;
 
+use std::path::Path;
+
+use anyhow::bail;
+use primd::embed::{Embed, Embedder, EmbedderOptions, Precision, model_file, precision_of};
+use primd::index::Index;
+
 use crate::cli::{Cli, Command};
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -23,4 +29,41 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// Loads the embedder that made `index`. With no precision asked for, it is the one whose
+/// model file in `dir` matches the index's fingerprint, so an index built with `--fp32`
+/// needs no flag (the default, int8, when none matches: the fingerprint check then says
+/// what is wrong). A precision asked for that contradicts the index is refused by name.
+pub fn embedder_for(
+    index: &Index,
+    dir: &Path,
+    asked: Option<Precision>,
+    threads: usize,
+) -> anyhow::Result<Embedder> {
+    let made_by = precision_of(dir, &index.meta().fingerprint);
+    let precision = match (asked, made_by) {
+        (Some(asked), Some(made_by)) if asked != made_by => bail!(
+            "index {} was built with the {made_by} model ({}), not {asked} ({}): drop --{asked} \
+             (or the precision setting), or rebuild the index with --{asked}",
+            index.path().display(),
+            model_file(made_by),
+            model_file(asked),
+        ),
+        (Some(p), _) | (None, Some(p)) => p,
+        (None, None) => Precision::default(),
+    };
+    log::info!(
+        "{precision} model {:?} for index {:?}{}",
+        dir.join(model_file(precision)),
+        index.path(),
+        if asked.is_none() && made_by.is_some() {
+            " (the precision the index was built with)"
+        } else {
+            ""
+        }
+    );
+    let embedder = Embedder::load(dir, &EmbedderOptions { precision, threads })?;
+    index.check_fingerprint(&embedder.fingerprint())?;
+    Ok(embedder)
 }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use anyhow::Context;
 use primd::config::{self, Layer1};
 use primd::daemon::{self, DaemonOptions};
-use primd::embed::{Embed, Embedder, EmbedderOptions};
 use primd::index::Index;
 use primd::input::{SerialReader, SerialSpec};
 
@@ -23,12 +22,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     if args.verify {
         index.verify()?;
     }
-    let opts = EmbedderOptions {
-        precision: cfg.precision,
-        threads: cfg.embedder_threads,
-    };
-    let embedder = Embedder::load(&args.model, &opts)?;
-    index.check_fingerprint(&embedder.fingerprint())?;
+    let embedder = super::embedder_for(&index, &args.model, cfg.precision, cfg.embedder_threads)?;
     let input: Box<dyn BufRead + Send> = if args.input == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else if args.input.starts_with("serial:") {

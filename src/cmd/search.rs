@@ -7,7 +7,7 @@ use std::io::{BufRead, BufWriter, Write};
 use std::time::Instant;
 
 use anyhow::Context;
-use primd::embed::{DIM, Embed, Embedder, EmbedderOptions};
+use primd::embed::{DIM, Embed};
 use primd::index::Index;
 use primd::output::ResultJson;
 use primd::search::{Hits, Query, Searcher};
@@ -40,12 +40,12 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
     if args.verify {
         index.verify()?;
     }
-    let opts = EmbedderOptions {
-        precision: args.model.precision(),
-        threads: args.model.embedder_threads as usize,
-    };
-    let mut embedder = Embedder::load(&args.model.model, &opts)?;
-    index.check_fingerprint(&embedder.fingerprint())?;
+    let mut embedder = super::embedder_for(
+        &index,
+        &args.model.model,
+        args.model.precision(),
+        args.model.embedder_threads as usize,
+    )?;
     let mut searcher = Searcher::new(&index)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());

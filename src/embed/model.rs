@@ -44,7 +44,7 @@ pub struct EmbedderOptions {
 impl Default for EmbedderOptions {
     fn default() -> Self {
         EmbedderOptions {
-            precision: Precision::Fp32,
+            precision: Precision::default(),
             threads: 1,
         }
     }
@@ -81,10 +81,7 @@ impl Embedder {
         if !dir.is_dir() {
             return Err(EmbedError::ModelDir { path: dir.into() });
         }
-        let model_path = dir.join(match opts.precision {
-            Precision::Fp32 => MODEL_FILE,
-            Precision::Int8 => MODEL_INT8_FILE,
-        });
+        let model_path = dir.join(model_file(opts.precision));
         if !model_path.is_file() {
             return Err(EmbedError::MissingFile { path: model_path });
         }
@@ -182,6 +179,28 @@ impl Embed for Embedder {
 }
 
 /// xxh3-128 of a file's bytes, streamed (the model is 86 MiB: never hold it twice).
+/// The model file of `dir` that runs at `precision`.
+pub fn model_file(precision: Precision) -> &'static str {
+    match precision {
+        Precision::Fp32 => MODEL_FILE,
+        Precision::Int8 => MODEL_INT8_FILE,
+    }
+}
+
+/// Which of `dir`'s model files, with its tokenizer, has `fingerprint`: int8 is tried
+/// first (the default, and the file a board is most likely to carry), so an index is
+/// usually matched by hashing only the file that will be loaded anyway. `None` when
+/// neither matches or the files cannot be read; loading then reports what is wrong.
+pub fn precision_of(dir: &Path, fingerprint: &Fingerprint) -> Option<Precision> {
+    let tokenizer = file_hash(&dir.join(TOKENIZER_FILE)).ok()?;
+    if tokenizer[..] != fingerprint[16..] {
+        return None;
+    }
+    [Precision::Int8, Precision::Fp32]
+        .into_iter()
+        .find(|&p| file_hash(&dir.join(model_file(p))).is_ok_and(|h| h[..] == fingerprint[..16]))
+}
+
 fn file_hash(path: &Path) -> Result<[u8; 16], EmbedError> {
     use std::io::Read;
     let fail = |e: std::io::Error| EmbedError::Model {

@@ -71,6 +71,8 @@ pub struct Seconds {
 pub struct EvalReport {
     pub index: String,
     pub passages: usize,
+    /// The embedder's precision ("int8" or "fp32"), filled in by the caller that loaded it.
+    pub model: Option<String>,
     pub settings: SettingsJson,
     pub prefix: prefix::PrefixSummary,
     pub streams: Option<StreamSummary>,
@@ -168,6 +170,7 @@ pub fn evaluate<E: Embed>(
         report: EvalReport {
             index: index.path().display().to_string(),
             passages: index.len(),
+            model: None,
             settings: SettingsJson {
                 trigger_interval: s.trigger_interval,
                 similarity_threshold: s.similarity_threshold,

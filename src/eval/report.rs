@@ -243,12 +243,16 @@ pub fn markdown(run: &EvalRun) -> String {
     let _ = writeln!(md, "# primd eval\n");
     let _ = writeln!(
         md,
-        "Index `{}` ({} passages); {} queries with a relevant passage ({} word prefixes, {} \
+        "Index `{}` ({} passages{}); {} queries with a relevant passage ({} word prefixes, {} \
          distinct, {} words per query on average). Settings: trigger_interval {}, \
          similarity_threshold {}, reflector_threshold {}, full_search_candidates {}. {:.0} s \
          ({:.0} s prefix replay, {:.0} s streams, {:.0} s sweep) on {} workers.\n",
         r.index,
         r.passages,
+        r.model
+            .as_deref()
+            .map(|m| format!(", {m} model"))
+            .unwrap_or_default(),
         p.queries,
         p.prefixes,
         p.unique_prefixes,

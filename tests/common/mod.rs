@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use primd::embed::{DIM, Embed, Embedder, EmbedderOptions};
+use primd::embed::{DIM, Embed, Embedder, EmbedderOptions, Precision};
 use primd::index::{IndexMeta, PassageRecord, passage_embed_text, write_index};
 
 /// The model directory written by `models/fetch` (override with PRIMD_MODEL_DIR).
@@ -107,9 +107,18 @@ pub fn embed_corpus(corpus: &Path, e: &mut impl Embed) -> (Vec<PassageRecord>, V
     (passages, vectors)
 }
 
-/// An index of `corpus` built with the real model, in `dir`.
+/// An index of `corpus` built with the real model at the default precision, in `dir`.
 pub fn build_index_of(corpus: &Path, dir: &Path) -> PathBuf {
-    let mut e = Embedder::load(&model_dir(), &EmbedderOptions::default()).unwrap();
+    build_index_with(corpus, dir, Precision::default())
+}
+
+/// An index of `corpus` built with the real model at `precision`, in `dir`.
+pub fn build_index_with(corpus: &Path, dir: &Path, precision: Precision) -> PathBuf {
+    let opts = EmbedderOptions {
+        precision,
+        threads: 1,
+    };
+    let mut e = Embedder::load(&model_dir(), &opts).unwrap();
     let (passages, vectors) = embed_corpus(corpus, &mut e);
     let meta = IndexMeta {
         dim: DIM as u32,

@@ -43,10 +43,10 @@ struct Args {
     /// Embedding threads (default: all cores)
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
-    /// fp32 weights (the default)
+    /// fp32 weights (model.onnx); primd then loads model.onnx for this index
     #[arg(long, conflicts_with = "int8")]
     fp32: bool,
-    /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels)
+    /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels): the default
     #[arg(long)]
     int8: bool,
     /// No progress bar
@@ -79,10 +79,10 @@ fn run(args: Args) -> anyhow::Result<()> {
     if passages.is_empty() {
         bail!("{:?} holds no documents: nothing to index", args.input);
     }
-    let precision = if args.int8 {
-        Precision::Int8
-    } else {
+    let precision = if args.fp32 {
         Precision::Fp32
+    } else {
+        Precision::Int8
     };
     let embedder = Embedder::load(
         &args.model,
@@ -110,12 +110,13 @@ fn run(args: Args) -> anyhow::Result<()> {
     write_index(&args.output, &meta, &passages, &flat)
         .with_context(|| format!("writing {:?}", args.output))?;
     eprintln!(
-        "build-index: {} documents → {} passages in {:?} ({:.1} passages/s embedding on {} threads, {:.1} s total)",
+        "build-index: {} documents → {} passages in {:?} ({:.1} passages/s embedding on {} threads, {} model, {:.1} s total)",
         docs.len(),
         passages.len(),
         args.output,
         passages.len() as f64 / embed_secs,
         threads,
+        precision,
         started.elapsed().as_secs_f64()
     );
     Ok(())

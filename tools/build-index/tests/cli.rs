@@ -135,3 +135,32 @@ fn same_input_gives_a_byte_identical_index_from_jsonl_or_a_folder() {
         "a markdown heading is the title"
     );
 }
+
+#[test]
+fn int8_by_default_and_fp32_on_request_recorded_in_the_index() {
+    use primd::embed::{Precision, precision_of};
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus.jsonl");
+    std::fs::write(
+        &corpus,
+        "{\"id\": \"a\", \"text\": \"Paris is the capital of France.\"}\n",
+    )
+    .unwrap();
+    for (extra, want) in [
+        (&[][..], Precision::Int8),
+        (&["--int8"], Precision::Int8),
+        (&["--fp32"], Precision::Fp32),
+    ] {
+        let out = dir.path().join("x.idx");
+        let o = build(&corpus, &out, extra);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{stderr}");
+        assert!(stderr.contains(&format!("{want} model")), "{stderr}");
+        let index = primd::index::Index::open(&out).unwrap();
+        assert_eq!(
+            precision_of(&model_dir(), &index.meta().fingerprint),
+            Some(want),
+            "{extra:?}"
+        );
+    }
+}
