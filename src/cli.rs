@@ -35,7 +35,8 @@ pub enum Command {
 
 #[derive(Args, Debug)]
 pub struct ModelArgs {
-    /// Model directory holding model.onnx and tokenizer.json (made by models/fetch)
+    /// Model directory holding model-int8.onnx, model.onnx and tokenizer.json (made by
+    /// models/fetch)
     #[arg(long, value_name = "DIR", default_value = "models")]
     pub model: PathBuf,
     /// fp32 weights (model.onnx). Default: the precision the index was built with;
@@ -95,7 +96,8 @@ pub struct SearchArgs {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Model directory holding model.onnx and tokenizer.json (made by models/fetch)
+    /// Model directory holding model-int8.onnx, model.onnx and tokenizer.json (made by
+    /// models/fetch)
     #[arg(long, value_name = "DIR", default_value = "models")]
     pub model: PathBuf,
     /// Index file made by build-index
@@ -132,7 +134,8 @@ pub struct RunArgs {
 
 #[derive(Args, Debug)]
 pub struct EvalArgs {
-    /// Model directory holding model.onnx and tokenizer.json (made by models/fetch)
+    /// Model directory holding model-int8.onnx, model.onnx and tokenizer.json (made by
+    /// models/fetch)
     #[arg(long, value_name = "DIR", default_value = "models")]
     pub model: PathBuf,
     /// Index file made by build-index

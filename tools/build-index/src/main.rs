@@ -24,7 +24,7 @@ use primd::index::{IndexMeta, PassageRecord, passage_embed_text, write_index};
 #[derive(Parser, Debug)]
 #[command(name = "build-index", version)]
 struct Args {
-    /// Model directory (model.onnx + tokenizer.json, made by models/fetch)
+    /// Model directory (model-int8.onnx, model.onnx, tokenizer.json: made by models/fetch)
     #[arg(long, value_name = "DIR", default_value = "models")]
     model: PathBuf,
     /// JSONL file ({"id", "title", "text"} per line) or a folder of .txt/.md files
