@@ -29,9 +29,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounde
 use crate::config::RunConfig;
 use crate::embed::Embed;
 use crate::index::Index;
-use crate::input::{
-    Ctx, Dialect, DialectKind, End, Event, EventKind, Line, LineReader, MAX_LINE_BYTES, Text,
-};
+use crate::input::{Ctx, Dialect, DialectKind, Event, EventKind, LineReader, MAX_LINE_BYTES, Text};
 use crate::output::{Outbound, SPECULATIVE_SHOWN, write_message};
 use crate::search::Searcher;
 use crate::stream::normalize::Normalizer;
@@ -184,11 +182,9 @@ fn read_events(
                 break;
             }
         };
-        let (text, end) = match &line {
-            Line::Text(t) => (t, End::Newline),
-            Line::Rewrite(t) => (t, End::Rewrite),
-            Line::Pending(t) => (t, End::Pending),
-            Line::TooLong(n) => {
+        let (text, end) = match line.text() {
+            Ok(t) => t,
+            Err(n) => {
                 rejected += 1;
                 log::warn!(
                     "input line {line_no}: {n} bytes without a newline, skipped (limit {MAX_LINE_BYTES})"

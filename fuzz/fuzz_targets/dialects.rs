@@ -8,9 +8,7 @@ use std::io::BufReader;
 use std::time::Instant;
 
 use libfuzzer_sys::fuzz_target;
-use primd_fuzz::input::{
-    Ctx, Dialect, DialectKind, End, EventKind, Line, LineReader, MAX_TEXT_BYTES,
-};
+use primd_fuzz::input::{Ctx, Dialect, DialectKind, EventKind, LineReader, MAX_TEXT_BYTES};
 
 const KINDS: [DialectKind; 8] = [
     DialectKind::Auto,
@@ -39,11 +37,8 @@ fuzz_target!(|data: &[u8]| {
         let Some((line_no, line)) = lines.next_line().unwrap() else {
             break;
         };
-        let (text, end) = match &line {
-            Line::Text(t) => (t, End::Newline),
-            Line::Rewrite(t) => (t, End::Rewrite),
-            Line::Pending(t) => (t, End::Pending),
-            Line::TooLong(_) => continue,
+        let Ok((text, end)) = line.text() else {
+            continue;
         };
         n += 1;
         if silences && n % 3 == 0 {

@@ -40,6 +40,30 @@ pub enum Line<'a> {
     TooLong(usize),
 }
 
+/// How a segment of input ended (see [`Line`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// A newline (or the end of input).
+    Newline,
+    /// A carriage return: the terminal line is about to be redrawn.
+    Rewrite,
+    /// Not ended yet: the text so far, delivered while the input pauses.
+    Pending,
+}
+
+impl Line<'_> {
+    /// The text and how it ended, what a dialect parses; `Err(bytes)` for a line that
+    /// was skipped as too long.
+    pub fn text(&self) -> Result<(&str, End), usize> {
+        match self {
+            Line::Text(t) => Ok((t, End::Newline)),
+            Line::Rewrite(t) => Ok((t, End::Rewrite)),
+            Line::Pending(t) => Ok((t, End::Pending)),
+            Line::TooLong(n) => Err(*n),
+        }
+    }
+}
+
 pub struct LineReader<R> {
     inner: R,
     buf: Vec<u8>,

@@ -36,6 +36,7 @@ mod whisperlive;
 
 use std::time::Instant;
 
+pub use super::lines::End;
 use super::lines::Mode;
 use super::{Event, EventKind, Text, to_text};
 
@@ -88,17 +89,6 @@ pub enum ParseError {
         dialect: &'static str,
         reason: String,
     },
-}
-
-/// How a segment of input ended (see [`super::Line`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum End {
-    /// A newline (or the end of input).
-    Newline,
-    /// A carriage return: the terminal line is about to be redrawn.
-    Rewrite,
-    /// Not ended yet: the text so far, delivered while the input pauses.
-    Pending,
 }
 
 /// Where a segment came from, for the events it produces.
@@ -361,7 +351,7 @@ pub(crate) mod testutil {
     //! Runs a fixture through the real line reader and a dialect.
 
     use super::*;
-    use crate::input::{Line, LineReader};
+    use crate::input::LineReader;
 
     /// (kind, text) of every event, and the errors, for `input` read whole.
     pub fn run(kind: DialectKind, input: &[u8]) -> (Vec<(EventKind, String)>, Vec<ParseError>) {
@@ -381,11 +371,8 @@ pub(crate) mod testutil {
             let Some((n, line)) = r.next_line().unwrap() else {
                 break;
             };
-            let (text, end) = match &line {
-                Line::Text(t) => (t, End::Newline),
-                Line::Rewrite(t) => (t, End::Rewrite),
-                Line::Pending(t) => (t, End::Pending),
-                Line::TooLong(_) => continue,
+            let Ok((text, end)) = line.text() else {
+                continue;
             };
             let cx = Ctx {
                 line: n,
