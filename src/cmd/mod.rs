@@ -63,6 +63,7 @@ pub fn embedder_for(
             ""
         }
     );
+    log::info!("kernels: {}", primd::kernel_report());
     let embedder = Embedder::load(dir, &EmbedderOptions { precision, threads })?;
     index.check_fingerprint(&embedder.fingerprint())?;
     Ok(embedder)
