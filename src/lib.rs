@@ -17,6 +17,7 @@ pub mod embed;
 pub mod eval;
 pub mod index;
 pub mod input;
+pub mod lexical;
 pub mod output;
 pub mod qgemm;
 pub mod scan;

@@ -282,6 +282,12 @@ impl Index {
         Ok(())
     }
 
+    /// The lexical section (format v2), or `None` for an index without one (v1).
+    /// SKELETON: filled in by the lexical implementation.
+    pub fn lexical(&self) -> Option<crate::lexical::Lexical<'_>> {
+        None
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
