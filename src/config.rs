@@ -2,8 +2,10 @@
 //!
 //! The file's `[layer1]` section has the design note's keys (`enabled`,
 //! `trigger_interval`, `similarity_threshold`, `max_speculative_results`,
-//! `embedder_threads`) plus primd's own. Every key can be overridden by a flag of the
-//! same name (`--trigger-interval`, ...). Unknown keys and out-of-range values are
+//! `embedder_threads`) plus primd's own, among them the retriever's (`retriever`:
+//! dense|lexical|hybrid, unset = the index decides; `fusion`: convex|rrf;
+//! `lexical_weight`; `lexical_candidates`; `revision_weight`). Every key can be
+//! overridden by a flag of the same name (`--trigger-interval`, ...). Unknown keys and out-of-range values are
 //! refused with the key's name, so a typo never silently falls back to a default.
 
 use std::path::{Path, PathBuf};
