@@ -234,3 +234,41 @@ fn each_retriever_answers_the_stream_and_speculative_events_show_the_fused_guess
         assert_eq!(last_first["candidates"][0]["id"], "paris", "{retriever}");
     }
 }
+
+#[test]
+fn an_index_without_a_lexical_section_runs_dense_with_a_notice() {
+    use primd::embed::{DIM, Embed, Embedder, EmbedderOptions};
+    use primd::index::{IndexMeta, WriteOptions, write_index_with};
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = Embedder::load(&common::model_dir(), &EmbedderOptions::default()).unwrap();
+    let (passages, vectors) = common::embed_corpus(&common::data("golden-corpus.jsonl"), &mut e);
+    let meta = IndexMeta {
+        dim: DIM as u32,
+        fingerprint: e.fingerprint(),
+        chunk_words: 0,
+        overlap_words: 0,
+    };
+    let index = dir.path().join("dense-only.idx");
+    let opts = WriteOptions { lexical: None };
+    write_index_with(&index, &meta, &passages, &vectors, &opts).unwrap();
+
+    let out = run_stream(&index, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stderr.matches("adds lexical search").count(), 1, "{stderr}");
+    assert!(stderr.contains("dense retriever"), "{stderr}");
+    let f = finals(&out.stdout);
+    assert_eq!(f[0]["results"][0]["id"], "paris");
+    assert!(f[0]["results"][0]["bm25"].is_null());
+
+    // Refused before reading any input (a closed pipe is fine here).
+    let mut child = spawn(&index, &["--retriever", "hybrid"]);
+    let _ = child.stdin.take().unwrap().write_all(STREAM.as_bytes());
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no lexical section") && err.contains("hybrid"),
+        "{err}"
+    );
+}
