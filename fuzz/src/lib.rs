@@ -17,10 +17,13 @@ pub mod index;
 #[path = "../../src/lexical/mod.rs"]
 pub mod lexical;
 
+#[path = "../../src/stream/normalize.rs"]
+#[doc(hidden)]
+pub mod stream_normalize;
+
 /// The lexical analyzer's word split (`stream::normalize::lower_words`), alone.
 pub mod stream {
-    #[path = "../../../src/stream/normalize.rs"]
-    pub mod normalize;
+    pub use super::stream_normalize as normalize;
 }
 
 /// `search::Hit` / `Hits` as primd defines them (the real module needs the embedder).
