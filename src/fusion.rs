@@ -66,7 +66,11 @@ pub struct Fusion {
     pub lexical_weight: f32,
 }
 
-/// Default weight of the lexical score (chosen on the dev set: README, "Hybrid").
+/// Default weight of the lexical score. Chosen on the dev set (Spoken-SQuAD, 5,351
+/// typed questions and the finals of 150 recorded recognizer streams): hit@1 and
+/// hit@10 stay within 0.01-0.02 of their best from 0.3 to 0.6 on both sets; 0.5 is
+/// the middle of that plateau (0.4 is ahead by less than the noise on the typed set,
+/// behind on the finals). Convex beat RRF by 0.08 hit@1 on both sets.
 pub const DEFAULT_LEXICAL_WEIGHT: f32 = 0.5;
 
 impl Default for Fusion {

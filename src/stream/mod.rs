@@ -78,7 +78,8 @@ pub struct StreamConfig {
     /// Candidates of each lexical search (per partial and on the final).
     pub lexical_candidates: usize,
     /// Weight of the words only earlier partials of the utterance had, added to the
-    /// lexical query (0: not used).
+    /// lexical query (0: not used, the default: on the 150 dev streams 1.0 won 12
+    /// utterances at hit@1 and lost 6, too few to call it a rule).
     pub revision_weight: f32,
 }
 
