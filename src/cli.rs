@@ -23,7 +23,7 @@ pub enum Command {
     /// {"text", "tokens", "embedding": [384 floats]}
     Embed(EmbedArgs),
     /// Search an index; print one JSON line per query:
-    /// {"id", "results": [{"id", "title", "score", "text", "chunk"}], "ms": {...}}
+    /// {"id", "results": [{"id", "title", "score", "dense", "bm25", "text", "chunk"}], "ms": {...}}
     Search(SearchArgs),
     /// The daemon: read partial transcripts (stdin or a file), retrieve while the user
     /// speaks, print one JSON line per utterance
@@ -84,9 +84,15 @@ pub struct SearchArgs {
     #[arg(long, value_name = "C", default_value_t = primd::search::DEFAULT_CANDIDATES as u16,
           value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub candidates: u16,
-    /// Brute-force search over every passage (the reference for quality checks)
+    /// Brute-force dense search over every passage (the reference for quality checks)
     #[arg(long)]
     pub exact: bool,
+    /// dense, lexical or hybrid (default: hybrid when the index has a lexical section,
+    /// else dense)
+    #[arg(long, value_name = "NAME")]
+    pub retriever: Option<String>,
+    #[command(flatten)]
+    pub fusion: FusionFlags,
     /// Check the index's full checksum before searching (reads the whole file)
     #[arg(long)]
     pub verify: bool,
@@ -128,6 +134,10 @@ pub struct RunArgs {
     /// Silence that ends an utterance, in milliseconds
     #[arg(long, value_name = "MS")]
     pub endpoint_ms: Option<i64>,
+    /// dense, lexical or hybrid (default: hybrid when the index has a lexical section,
+    /// else dense)
+    #[arg(long, value_name = "NAME")]
+    pub retriever: Option<String>,
     #[command(flatten)]
     pub layer1: Layer1Flags,
 }
@@ -172,6 +182,10 @@ pub struct EvalArgs {
     /// TOML file with a [layer1] section; flags override it (as for `primd run`)
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Retrievers to measure, comma-separated: dense,lexical,hybrid (default: the one
+    /// `primd run` would use on this index)
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub retriever: Option<Vec<String>>,
     #[command(flatten)]
     pub layer1: Layer1Flags,
 }
@@ -216,6 +230,37 @@ pub struct Layer1Flags {
     /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels)
     #[arg(long)]
     pub int8: bool,
+    /// Weight of words only earlier partials had in the lexical query (0: off)
+    #[arg(long, value_name = "W")]
+    pub revision_weight: Option<f64>,
+    #[command(flatten)]
+    pub fusion: FusionFlags,
+}
+
+/// How lexical and dense results are fused: `[layer1]` keys, also on `primd search`.
+#[derive(Args, Debug)]
+pub struct FusionFlags {
+    /// Weight of the normalised BM25 score in the convex fusion, 0..=1
+    #[arg(long, value_name = "W")]
+    pub lexical_weight: Option<f64>,
+    /// Fusion rule: convex (weighted normalised scores) or rrf (reciprocal ranks)
+    #[arg(long, value_name = "RULE")]
+    pub fusion: Option<String>,
+    /// Candidates of each lexical search
+    #[arg(long, value_name = "N")]
+    pub lexical_candidates: Option<i64>,
+}
+
+impl FusionFlags {
+    /// The flags as config overrides of their keys (others unset).
+    pub fn to_layer1(&self) -> primd::config::Layer1 {
+        primd::config::Layer1 {
+            lexical_weight: self.lexical_weight,
+            fusion: self.fusion.clone(),
+            lexical_candidates: self.lexical_candidates,
+            ..Default::default()
+        }
+    }
 }
 
 impl Layer1Flags {
@@ -242,6 +287,9 @@ impl Layer1Flags {
             } else {
                 None
             },
+            retriever: None,
+            revision_weight: self.revision_weight,
+            ..self.fusion.to_layer1()
         }
     }
 }

@@ -2,8 +2,10 @@
 //!
 //! The file's `[layer1]` section has the design note's keys (`enabled`,
 //! `trigger_interval`, `similarity_threshold`, `max_speculative_results`,
-//! `embedder_threads`) plus primd's own. Every key can be overridden by a flag of the
-//! same name (`--trigger-interval`, ...). Unknown keys and out-of-range values are
+//! `embedder_threads`) plus primd's own, among them the retriever's (`retriever`:
+//! dense|lexical|hybrid, unset = the index decides; `fusion`: convex|rrf;
+//! `lexical_weight`; `lexical_candidates`; `revision_weight`). Every key can be
+//! overridden by a flag of the same name (`--trigger-interval`, ...). Unknown keys and out-of-range values are
 //! refused with the key's name, so a typo never silently falls back to a default.
 
 use std::path::{Path, PathBuf};
@@ -11,6 +13,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::embed::Precision;
+use crate::fusion::{Fusion, FusionRule};
+use crate::hybrid::Retriever;
 use crate::stream::StreamConfig;
 use crate::stream::normalize::DEFAULT_FILLERS;
 
@@ -21,9 +25,25 @@ pub struct RunConfig {
     pub embedder_threads: usize,
     /// `None`: the precision the index was built with.
     pub precision: Option<Precision>,
+    /// `None`: decided by the index ([`Retriever::resolve`]), which then goes into
+    /// `stream.retriever`.
+    pub retriever: Option<Retriever>,
     /// Silence (no new partial) that ends an utterance, in milliseconds.
     pub endpoint_ms: u64,
     pub fillers: Vec<String>,
+}
+
+impl RunConfig {
+    /// Decides the retriever for `index` (the one asked for, else the index's default:
+    /// [`Retriever::resolve`]) and sets it in `stream`.
+    pub fn resolve_retriever(
+        &mut self,
+        index: &crate::index::Index,
+    ) -> Result<Retriever, crate::hybrid::RetrieverError> {
+        let r = Retriever::resolve(self.retriever, index)?;
+        self.stream.retriever = r;
+        Ok(r)
+    }
 }
 
 /// The `[layer1]` keys, each optional: from the file, or from flags that override it.
@@ -43,6 +63,11 @@ pub struct Layer1 {
     pub endpoint_ms: Option<i64>,
     pub fillers: Option<Vec<String>>,
     pub precision: Option<String>,
+    pub retriever: Option<String>,
+    pub lexical_weight: Option<f64>,
+    pub fusion: Option<String>,
+    pub lexical_candidates: Option<i64>,
+    pub revision_weight: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -84,7 +109,12 @@ impl Layer1 {
             idle_embed,
             endpoint_ms,
             fillers,
-            precision
+            precision,
+            retriever,
+            lexical_weight,
+            fusion,
+            lexical_candidates,
+            revision_weight
         )
     }
 }
@@ -142,6 +172,14 @@ fn real(
     Ok(v as f32)
 }
 
+/// A retriever name (the `retriever` key, or one item of `primd eval --retriever`).
+pub fn parse_retriever(name: &str) -> Result<Retriever, ConfigError> {
+    Retriever::parse(name).ok_or_else(|| ConfigError::Invalid {
+        key: "retriever",
+        reason: format!("{name:?} is not \"dense\", \"lexical\" or \"hybrid\""),
+    })
+}
+
 fn check(raw: Layer1) -> Result<RunConfig, ConfigError> {
     let d = StreamConfig::default();
     let stream = StreamConfig {
@@ -184,6 +222,37 @@ fn check(raw: Layer1) -> Result<RunConfig, ConfigError> {
         )?,
         top_k: int("top_k", raw.top_k, d.top_k, 1, 100)?,
         idle_embed: raw.idle_embed.unwrap_or(d.idle_embed),
+        retriever: d.retriever,
+        fusion: Fusion {
+            rule: match raw.fusion.as_deref() {
+                None => d.fusion.rule,
+                Some(name) => FusionRule::parse(name).ok_or_else(|| ConfigError::Invalid {
+                    key: "fusion",
+                    reason: format!("{name:?} is not \"convex\" or \"rrf\""),
+                })?,
+            },
+            lexical_weight: real(
+                "lexical_weight",
+                raw.lexical_weight,
+                d.fusion.lexical_weight,
+                0.0,
+                1.0,
+            )?,
+        },
+        lexical_candidates: int(
+            "lexical_candidates",
+            raw.lexical_candidates,
+            d.lexical_candidates,
+            1,
+            1024,
+        )?,
+        revision_weight: real(
+            "revision_weight",
+            raw.revision_weight,
+            d.revision_weight,
+            0.0,
+            1.0,
+        )?,
     };
     if stream.top_k > stream.max_speculative_results {
         return Err(ConfigError::Invalid {
@@ -205,8 +274,10 @@ fn check(raw: Layer1) -> Result<RunConfig, ConfigError> {
             });
         }
     };
+    let retriever = raw.retriever.as_deref().map(parse_retriever).transpose()?;
     Ok(RunConfig {
         stream,
+        retriever,
         embedder_threads: int("embedder_threads", raw.embedder_threads, 1, 1, 64)?,
         precision,
         endpoint_ms: int("endpoint_ms", raw.endpoint_ms, 800, 50, 60_000)? as u64,
@@ -272,6 +343,35 @@ mod tests {
     }
 
     #[test]
+    fn hybrid_keys_from_file_and_flags() {
+        let d = load(None, Layer1::default()).unwrap();
+        assert_eq!(d.retriever, None, "decided by the index");
+        assert_eq!(d.stream.fusion, Fusion::default());
+        assert_eq!(
+            (d.stream.lexical_candidates, d.stream.revision_weight),
+            (100, 0.0)
+        );
+        let c = from_toml(
+            "[layer1]\nretriever = \"lexical\"\nfusion = \"rrf\"\nlexical_weight = 0.3\n\
+             lexical_candidates = 50\nrevision_weight = 0.25\n",
+            Layer1 {
+                retriever: Some("hybrid".into()),
+                lexical_weight: Some(0.7),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(c.retriever, Some(Retriever::Hybrid), "the flag wins");
+        assert_eq!(c.stream.fusion.rule, FusionRule::Rrf);
+        assert!((c.stream.fusion.lexical_weight - 0.7).abs() < 1e-6);
+        assert_eq!(c.stream.lexical_candidates, 50);
+        assert!((c.stream.revision_weight - 0.25).abs() < 1e-6);
+        assert_eq!(parse_retriever("dense").unwrap(), Retriever::Dense);
+        let e = parse_retriever("Dense").unwrap_err().to_string();
+        assert!(e.contains("layer1.retriever") && e.contains("Dense"), "{e}");
+    }
+
+    #[test]
     fn invalid_values_name_their_key() {
         for (text, key) in [
             (
@@ -291,6 +391,26 @@ mod tests {
                 "layer1.top_k",
             ),
             ("[layer1]\nprecision = \"fp16\"\n", "layer1.precision"),
+            ("[layer1]\nretriever = \"bm25\"\n", "layer1.retriever"),
+            ("[layer1]\nfusion = \"sum\"\n", "layer1.fusion"),
+            ("[layer1]\nlexical_weight = 1.5\n", "layer1.lexical_weight"),
+            ("[layer1]\nlexical_weight = -0.1\n", "layer1.lexical_weight"),
+            (
+                "[layer1]\nlexical_candidates = 0\n",
+                "layer1.lexical_candidates",
+            ),
+            (
+                "[layer1]\nlexical_candidates = 2000\n",
+                "layer1.lexical_candidates",
+            ),
+            (
+                "[layer1]\nrevision_weight = 2.0\n",
+                "layer1.revision_weight",
+            ),
+            (
+                "[layer1]\nrevision_weight = nan\n",
+                "layer1.revision_weight",
+            ),
         ] {
             let e = from_toml(text, Layer1::default()).unwrap_err().to_string();
             assert!(e.contains(key), "{text}: {e}");

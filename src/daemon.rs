@@ -28,10 +28,10 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounde
 
 use crate::config::RunConfig;
 use crate::embed::Embed;
+use crate::hybrid::HybridSearcher;
 use crate::index::Index;
 use crate::input::{Ctx, Dialect, DialectKind, Event, EventKind, LineReader, MAX_LINE_BYTES, Text};
 use crate::output::{Outbound, SPECULATIVE_SHOWN, write_message};
-use crate::search::Searcher;
 use crate::stream::normalize::Normalizer;
 use crate::stream::{Observed, StreamingRetriever};
 
@@ -102,7 +102,7 @@ pub fn run<E: Embed + 'static>(
         .name("primd-writer".into())
         .spawn(move || write_results(output, &writer_index, out_rx))?;
 
-    let searcher = Searcher::new(&index)?;
+    let searcher = HybridSearcher::new(&index)?;
     let normalizer = Normalizer::new(cfg.fillers.iter().map(String::as_str));
     let mut retrieval = Retrieval {
         r: StreamingRetriever::new(cfg.stream.clone(), embedder, searcher, normalizer),
@@ -114,6 +114,7 @@ pub fn run<E: Embed + 'static>(
         pending: None,
         open: false,
         newest: Text::new(),
+        shown: heapless::Vec::new(),
         stale: 0,
         silences: &silences,
     };
@@ -227,6 +228,8 @@ struct Retrieval<'a, 'i, E: Embed> {
     open: bool,
     /// Text of the newest partial of the open utterance (the final if silence ends it).
     newest: Text,
+    /// The best guess last sent in a speculative event of the open utterance.
+    shown: heapless::Vec<u32, SPECULATIVE_SHOWN>,
     stale: u32,
     /// Utterances ended by wall-clock silence (the reader watches it).
     silences: &'a AtomicU64,
@@ -304,22 +307,33 @@ impl<E: Embed> Retrieval<'_, '_, E> {
         let Some(ev) = self.pending.take() else {
             return;
         };
-        match self.r.observe(&ev.text) {
-            Ok(Observed::Speculated) if self.opts.emit_speculative => {
-                let mut candidates = heapless::Vec::new();
-                for c in self.r.candidates().iter().take(SPECULATIVE_SHOWN) {
-                    let _ = candidates.push(c.index);
-                }
-                let msg = Outbound::Speculative {
-                    utterance: self.utterance,
-                    partial: ev.text,
-                    candidates,
-                };
-                let _ = self.out.send(msg);
+        let observed = match self.r.observe(&ev.text) {
+            Ok(o) => o,
+            Err(e) => {
+                log::error!("input line {}: {e}; partial skipped", ev.line);
+                return;
             }
-            Ok(_) => {}
-            Err(e) => log::error!("input line {}: {e}; partial skipped", ev.line),
+        };
+        let cfg = self.r.config();
+        let lexical_ran = cfg.enabled && cfg.retriever.uses_lexical();
+        if !self.opts.emit_speculative || (observed != Observed::Speculated && !lexical_ran) {
+            return;
         }
+        // The fused best guess, sent when a dense speculation ran or the guess changed.
+        let mut candidates = heapless::Vec::new();
+        for c in self.r.speculative_guess(SPECULATIVE_SHOWN) {
+            let _ = candidates.push(c.index);
+        }
+        if candidates.is_empty() || (observed != Observed::Speculated && candidates == self.shown) {
+            return;
+        }
+        self.shown.clone_from(&candidates);
+        let msg = Outbound::Speculative {
+            utterance: self.utterance,
+            partial: ev.text,
+            candidates,
+        };
+        let _ = self.out.send(msg);
     }
 
     /// Ends the open utterance with `final_text` (None: its newest partial); false when
@@ -329,6 +343,7 @@ impl<E: Embed> Retrieval<'_, '_, E> {
             self.stale += 1;
         }
         self.open = false;
+        self.shown.clear();
         let text = final_text.cloned().unwrap_or_else(|| self.newest.clone());
         self.newest.clear();
         let utterance = self.utterance;

@@ -4,7 +4,8 @@
 //! bytes from an STT process → [`input`] (bounded lines, dialects → partial-transcript
 //! events) → [`stream`] (trigger, similarity gate, speculation, reflector, finalize) →
 //! [`embed`] (text → unit vector) → [`search`] over an [`index`] (1-bit scan with the
-//! [`scan`] kernels, int8 rerank) → [`output`] (JSON lines). [`daemon`] wires these with
+//! [`scan`] kernels, int8 rerank), with [`lexical`] BM25 over the index's lexical
+//! section, the two fused by [`hybrid`] ([`fusion`] rules) → [`output`] (JSON lines). [`daemon`] wires these with
 //! threads and channels; [`config`] turns the TOML file and flags into checked settings.
 //! [`eval`] replays queries and recorded streams through the same code to measure it.
 //!
@@ -15,8 +16,11 @@ pub mod config;
 pub mod daemon;
 pub mod embed;
 pub mod eval;
+pub mod fusion;
+pub mod hybrid;
 pub mod index;
 pub mod input;
+pub mod lexical;
 pub mod output;
 pub mod qgemm;
 pub mod scan;

@@ -9,6 +9,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
+use crate::fusion::Scored;
 use crate::index::{Index, PassageRef};
 use crate::input::Text;
 use crate::stream::Outcome;
@@ -28,7 +29,8 @@ pub enum Outbound {
         /// Partials dropped unseen because a newer one was already waiting.
         stale_dropped: u32,
     },
-    /// A speculative search ran (only with `--emit-speculative`).
+    /// The best guess while the user speaks changed (only with `--emit-speculative`):
+    /// the speculative candidates, fused as the final will be, best first.
     Speculative {
         utterance: u64,
         partial: Text,
@@ -36,22 +38,29 @@ pub enum Outbound {
     },
 }
 
-/// One result as JSON; `primd search` prints the same shape.
+/// One result as JSON; `primd search` prints the same shape. `score` is what results
+/// are ranked by: the fused score (hybrid), the cosine (dense) or BM25 (lexical);
+/// `dense` (int8 cosine) and `bm25` are each retriever's own score, `null` when that
+/// retriever did not score the passage.
 #[derive(Serialize)]
 pub struct ResultJson<'a> {
     pub id: &'a str,
     pub title: &'a str,
     pub score: f32,
+    pub dense: Option<f32>,
+    pub bm25: Option<f32>,
     pub text: &'a str,
     pub chunk: u32,
 }
 
 impl<'a> ResultJson<'a> {
-    pub fn new(p: PassageRef<'a>, score: f32) -> Self {
+    pub fn new(p: PassageRef<'a>, s: &Scored) -> Self {
         ResultJson {
             id: p.id,
             title: p.title,
-            score,
+            score: s.score,
+            dense: s.dense,
+            bm25: s.bm25,
             text: p.text,
             chunk: p.chunk,
         }
@@ -61,6 +70,7 @@ impl<'a> ResultJson<'a> {
 #[derive(Serialize)]
 struct Ms {
     embed: f64,
+    lexical: f64,
     scan: f64,
     rerank: f64,
     eou_to_result: f64,
@@ -72,6 +82,7 @@ struct CountsJson {
     embeds: u32,
     speculative_searches: u32,
     gate_skips: u32,
+    lexical_searches: u32,
     stale_dropped: u32,
 }
 
@@ -114,14 +125,7 @@ pub fn write_message(out: &mut impl Write, index: &Index, msg: &Outbound) -> any
         } => {
             let mut results = Vec::with_capacity(outcome.hits.len());
             for h in &outcome.hits {
-                let p = index.passage(h.index as usize)?;
-                results.push(ResultJson {
-                    id: p.id,
-                    title: p.title,
-                    score: h.score,
-                    text: p.text,
-                    chunk: p.chunk,
-                });
+                results.push(ResultJson::new(index.passage(h.index as usize)?, h));
             }
             let c = outcome.counts;
             let line = FinalJson {
@@ -134,6 +138,7 @@ pub fn write_message(out: &mut impl Write, index: &Index, msg: &Outbound) -> any
                 results,
                 ms: Ms {
                     embed: outcome.timings.embed_ms,
+                    lexical: outcome.timings.lexical_ms,
                     scan: outcome.timings.scan_ms,
                     rerank: outcome.timings.rerank_ms,
                     eou_to_result: *eou_to_result_ms,
@@ -144,6 +149,7 @@ pub fn write_message(out: &mut impl Write, index: &Index, msg: &Outbound) -> any
                     embeds: c.embeds,
                     speculative_searches: c.speculative_searches,
                     gate_skips: c.gate_skips,
+                    lexical_searches: c.lexical_searches,
                     stale_dropped: *stale_dropped,
                 },
             };

@@ -94,7 +94,7 @@ impl<'a> Searcher<'a> {
     pub fn rerank(&mut self, candidates: &[Neighbor], query: &Query, k: usize, out: &mut Hits) {
         self.top.reset(k);
         for c in candidates {
-            let score = self.score(query, c.index as usize);
+            let score = self.cosine(query, c.index as usize);
             self.top.push(score_key(score), c.index);
         }
         self.drain_hits(out);
@@ -113,13 +113,14 @@ impl<'a> Searcher<'a> {
     pub fn exact(&mut self, query: &Query, k: usize, out: &mut Hits) {
         self.top.reset(k);
         for i in 0..self.index.len() {
-            let score = self.score(query, i);
+            let score = self.cosine(query, i);
             self.top.push(score_key(score), i as u32);
         }
         self.drain_hits(out);
     }
 
-    fn score(&self, query: &Query, i: usize) -> f32 {
+    /// The int8 cosine estimate of the query and passage `i` (`i < index.len()`).
+    pub fn cosine(&self, query: &Query, i: usize) -> f32 {
         let dot = scan::dot_i8(&query.int8, self.index.vector(i));
         dot as f32 * query.scale * self.index.scale(i)
     }

@@ -45,9 +45,16 @@ fn eval_json_report_and_errors() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(stdout.lines().count(), 1, "one JSON object: {stdout}");
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let sections = v["retrievers"].as_array().unwrap();
+    assert_eq!(sections.len(), 1, "the default retriever only");
+    assert_eq!(
+        sections[0]["retriever"], "hybrid",
+        "the index has a lexical section"
+    );
+    let section = &sections[0];
 
     // 9 questions, one without a judgement.
-    let p = &v["prefix"];
+    let p = &section["prefix"];
     assert_eq!(p["queries"], 8);
     assert_eq!(p["skipped_no_relevant"], 1);
     // "When does the museum open on Fridays" → 7 words, …: every prefix counted.
@@ -82,7 +89,7 @@ fn eval_json_report_and_errors() {
         ["who", "when", "where", "which", "how", "why", "other"]
     );
 
-    let st = &v["streams"];
+    let st = &section["streams"];
     assert_eq!(
         (
             st["utterances"].as_u64(),
@@ -176,4 +183,91 @@ fn eval_json_report_and_errors() {
     // --sweep needs streams.
     let out = eval(&index, &["--sweep"]);
     assert!(!out.status.success());
+    // An unknown retriever is named.
+    let out = eval(&index, &["--retriever", "dense,bm25"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("bm25"), "{err}");
+}
+
+#[test]
+fn eval_measures_each_retriever_in_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = common::build_index_of(&common::data("eval/corpus.jsonl"), dir.path());
+    let streams = common::data("eval/streams.jsonl");
+    let out_dir = dir.path().join("report");
+    let out = eval(
+        &index,
+        &[
+            "--retriever",
+            "dense,lexical,hybrid",
+            "--streams",
+            streams.to_str().unwrap(),
+            "--json",
+            "--quiet",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sections = v["retrievers"].as_array().unwrap();
+    let names: Vec<&str> = sections
+        .iter()
+        .map(|s| s["retriever"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["dense", "lexical", "hybrid"]);
+    for s in sections {
+        let name = s["retriever"].as_str().unwrap();
+        assert_eq!(s["prefix"]["queries"], 8, "{name}");
+        assert_eq!(
+            s["prefix"]["prefixes"],
+            7 + 8 + 6 + 6 + 6 + 7 + 5 + 9,
+            "{name}"
+        );
+        let st = &s["streams"];
+        assert_eq!(st["utterances"], 3, "{name}");
+        // These questions name their topic: every retriever finds them in the end.
+        assert!(
+            st["streaming"]["hit10"].as_f64().unwrap() >= 2.0 / 3.0,
+            "{name}: {st}"
+        );
+        let lexical = st["streaming"]["lexical_searches_per_utterance"]
+            .as_f64()
+            .unwrap();
+        assert_eq!(lexical > 0.0, name != "dense", "{name}");
+        let embeds = st["streaming"]["embeds_per_utterance"].as_f64().unwrap();
+        assert_eq!(
+            embeds == 0.0,
+            name == "lexical",
+            "{name}: lexical never embeds"
+        );
+    }
+    assert_eq!(
+        sections[1]["streams"]["streaming"]["paths"]["lexical"], 1.0,
+        "the lexical retriever's path"
+    );
+    for f in [
+        "report.md",
+        "phi.svg",
+        "phi-lexical.svg",
+        "phi-hybrid.svg",
+        "streamable-hybrid.svg",
+        "latency_cdf-lexical.svg",
+    ] {
+        assert!(out_dir.join(f).is_file(), "{f}");
+    }
+    let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(md.contains("## Retrievers side by side"), "{md}");
+    assert!(md.contains("# Retriever: lexical"), "{md}");
+    let recs = std::fs::read_to_string(out_dir.join("prefix_records.jsonl")).unwrap();
+    assert_eq!(
+        recs.lines().count(),
+        3 * 8,
+        "one record per retriever and query"
+    );
+    assert!(
+        recs.lines()
+            .any(|l| l.contains("\"retriever\":\"lexical\""))
+    );
 }

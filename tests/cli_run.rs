@@ -171,3 +171,104 @@ fn sigterm_finishes_the_open_utterance_then_exits_cleanly() {
     assert_eq!(f[0]["results"][0]["id"], "jazz");
     drop(stdin);
 }
+
+#[test]
+fn each_retriever_answers_the_stream_and_speculative_events_show_the_fused_guess() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = common::build_real_index(dir.path());
+    for (retriever, paths) in [
+        ("hybrid", &["reuse", "rerank", "full"][..]),
+        ("dense", &["reuse", "rerank", "full"]),
+        ("lexical", &["lexical"]),
+    ] {
+        let out = run_stream(
+            &index,
+            &[
+                "--retriever",
+                retriever,
+                "--emit-speculative",
+                "--pace",
+                "10",
+                "--revision-weight",
+                "0.25",
+            ],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{retriever}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{retriever} retriever")),
+            "{stderr}"
+        );
+        let f = finals(&out.stdout);
+        let top: Vec<_> = f
+            .iter()
+            .map(|v| v["results"][0]["id"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(top, ["paris", "lights", "jazz"], "{retriever}");
+        for v in &f {
+            assert!(
+                paths.contains(&v["path"].as_str().unwrap()),
+                "{retriever}: {v}"
+            );
+            let lexical = v["counts"]["lexical_searches"].as_u64().unwrap();
+            assert_eq!(lexical > 0, retriever != "dense", "{retriever}: {v}");
+            let hit = &v["results"][0];
+            assert_eq!(hit["bm25"].is_null(), retriever == "dense", "{hit}");
+            assert_eq!(hit["dense"].is_null(), retriever == "lexical", "{hit}");
+        }
+        let events: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|v| v["type"] == "speculative")
+            .collect();
+        assert!(!events.is_empty(), "{retriever}");
+        if retriever == "dense" {
+            continue; // its events come with dense speculations only
+        }
+        // Lexical queries run on every partial: the last guess of the first utterance
+        // ("what is the capital of france") is Paris.
+        let last_first = events
+            .iter()
+            .rfind(|e| e["utterance"] == 1)
+            .unwrap_or_else(|| panic!("{retriever}: {events:?}"));
+        assert_eq!(last_first["candidates"][0]["id"], "paris", "{retriever}");
+    }
+}
+
+#[test]
+fn an_index_without_a_lexical_section_runs_dense_with_a_notice() {
+    use primd::embed::{DIM, Embed, Embedder, EmbedderOptions};
+    use primd::index::{IndexMeta, WriteOptions, write_index_with};
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = Embedder::load(&common::model_dir(), &EmbedderOptions::default()).unwrap();
+    let (passages, vectors) = common::embed_corpus(&common::data("golden-corpus.jsonl"), &mut e);
+    let meta = IndexMeta {
+        dim: DIM as u32,
+        fingerprint: e.fingerprint(),
+        chunk_words: 0,
+        overlap_words: 0,
+    };
+    let index = dir.path().join("dense-only.idx");
+    let opts = WriteOptions { lexical: None };
+    write_index_with(&index, &meta, &passages, &vectors, &opts).unwrap();
+
+    let out = run_stream(&index, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stderr.matches("adds lexical search").count(), 1, "{stderr}");
+    assert!(stderr.contains("dense retriever"), "{stderr}");
+    let f = finals(&out.stdout);
+    assert_eq!(f[0]["results"][0]["id"], "paris");
+    assert!(f[0]["results"][0]["bm25"].is_null());
+
+    // Refused before reading any input (a closed pipe is fine here).
+    let mut child = spawn(&index, &["--retriever", "hybrid"]);
+    let _ = child.stdin.take().unwrap().write_all(STREAM.as_bytes());
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no lexical section") && err.contains("hybrid"),
+        "{err}"
+    );
+}

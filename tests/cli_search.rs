@@ -121,3 +121,122 @@ fn verify_catches_a_flipped_byte_that_open_does_not() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("checksum") || err.contains("CRC"), "{err}");
 }
+
+#[test]
+fn hybrid_by_default_with_each_retrievers_scores() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = build_real_index(dir.path());
+    let input = b"{\"id\": 1, \"text\": \"what is the capital of france\"}\n";
+    let run = |extra: &[&str]| {
+        let out = search(&index, extra, input);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{extra:?}: {stderr}");
+        lines(&out).remove(0)
+    };
+    let top = |v: &serde_json::Value| v["results"][0].clone();
+
+    // Default: hybrid, each hit with its cosine and (when in the lexical top-C) BM25.
+    let v = run(&["--k", "3"]);
+    let t = top(&v);
+    assert_eq!(t["id"], "paris");
+    assert!(
+        t["dense"].as_f64().unwrap() > 0.0 && t["bm25"].as_f64().unwrap() > 0.0,
+        "{t}"
+    );
+    let score = t["score"].as_f64().unwrap();
+    assert!(
+        (0.0..=1.0 + 1e-6).contains(&score),
+        "convex fusion score: {t}"
+    );
+    assert!(v["ms"]["lexical"].as_f64().unwrap() >= 0.0);
+    assert_eq!(
+        run(&["--k", "3", "--retriever", "hybrid"])["results"],
+        v["results"],
+        "hybrid is the default"
+    );
+
+    // Dense: score is the cosine, no BM25.
+    let t = top(&run(&["--k", "3", "--retriever", "dense"]));
+    assert_eq!(t["id"], "paris");
+    assert!(t["bm25"].is_null() && t["score"] == t["dense"], "{t}");
+
+    // Lexical: score is BM25, no cosine; no model needed at all.
+    let out = common::command(env!("CARGO_BIN_EXE_primd"))
+        .args([
+            "search",
+            "--model",
+            "/nonexistent",
+            "--retriever",
+            "lexical",
+            "--k",
+            "3",
+        ])
+        .arg("--index")
+        .arg(&index)
+        .arg("what is the capital of france")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = top(&lines(&out)[0]);
+    assert_eq!(t["id"], "paris");
+    assert!(t["dense"].is_null() && t["score"] == t["bm25"], "{t}");
+
+    // RRF and the convex weight's ends.
+    for extra in [
+        &["--fusion", "rrf"][..],
+        &["--lexical-weight", "0"],
+        &["--lexical-weight", "1"],
+        &["--lexical-candidates", "2"],
+    ] {
+        let mut args = vec!["--k", "3"];
+        args.extend_from_slice(extra);
+        assert_eq!(top(&run(&args))["id"], "paris", "{extra:?}");
+    }
+}
+
+#[test]
+fn bad_retriever_settings_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = build_real_index(dir.path());
+    let q = b"{\"id\": 1, \"text\": \"tokyo\"}\n";
+    for (extra, key) in [
+        (&["--retriever", "bm25"][..], "layer1.retriever"),
+        (&["--fusion", "sum"], "layer1.fusion"),
+        (&["--lexical-weight", "1.5"], "layer1.lexical_weight"),
+        (&["--lexical-candidates", "0"], "layer1.lexical_candidates"),
+        (&["--exact", "--retriever", "hybrid"], "--exact"),
+    ] {
+        let out = search(&index, extra, q);
+        assert!(!out.status.success(), "{extra:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(key), "{extra:?}: {err}");
+    }
+}
+
+#[test]
+fn an_index_without_a_lexical_section_runs_dense_or_refuses_lexical_search() {
+    // golden-v1.idx: format v1, no lexical section (built with the test fake).
+    let v1 = common::data("golden-v1.idx");
+    for r in ["lexical", "hybrid"] {
+        let out = search(&v1, &["--retriever", r], b"");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("no lexical section") && err.contains("rebuild") && err.contains(r),
+            "{err}"
+        );
+    }
+    // By default it is dense, with a one-line notice (then the fake's fingerprint is
+    // refused, as always for this file).
+    let out = search(&v1, &[], b"");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let notices: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("adds lexical search"))
+        .collect();
+    assert_eq!(notices.len(), 1, "{err}");
+}

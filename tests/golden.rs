@@ -1,16 +1,24 @@
-//! The committed golden index (format v1) must keep opening and searching the same way,
-//! and the writer must keep producing it byte for byte: a format change cannot slip by.
+//! The committed golden indexes must keep opening and searching the same way, and the
+//! writer must keep producing the current one byte for byte: a format change cannot slip by.
+//!
+//! - `golden-v2.idx` (current format): dense part + lexical section (default analyzer,
+//!   char 4-grams, BM25 1.2 / 0.75). Reproduced byte for byte, searched both ways.
+//! - `golden-v1.idx` (written by format v1, before the lexical section): must still open,
+//!   verify and search dense, with no lexical section.
 //!
 //! Built with `HashEmbedder`, so no model is needed. After an intended format change,
-//! bump the format version and regenerate with `PRIMD_BLESS=1 cargo test --test golden`.
+//! bump the format version, add a golden file for it, and regenerate the current one with
+//! `PRIMD_BLESS=1 cargo test --test golden`.
 
 mod common;
 
 use primd::embed::{DIM, Embed, HashEmbedder};
 use primd::index::{FORMAT_VERSION, Index, IndexMeta, PassageRecord, write_index};
+use primd::lexical::{Bm25, DEFAULT_ANALYZER, LexicalSearcher};
 use primd::search::{Hits, Query, Searcher};
 
-const GOLDEN: &str = "golden-v1.idx";
+const GOLDEN_V1: &str = "golden-v1.idx";
+const GOLDEN: &str = "golden-v2.idx";
 
 fn corpus() -> (Vec<PassageRecord>, Vec<f32>) {
     common::embed_corpus(&common::data("golden-corpus.jsonl"), &mut HashEmbedder)
@@ -40,11 +48,12 @@ fn writer_reproduces_the_golden_file_byte_for_byte() {
         "the writer no longer produces {GOLDEN}: a format change needs a new FORMAT_VERSION \
          (now {FORMAT_VERSION}) and a new golden file"
     );
+    assert_eq!(FORMAT_VERSION, 2, "{GOLDEN} is the golden file of format 2");
 }
 
-#[test]
-fn golden_index_opens_verifies_and_searches() {
-    let index = Index::open(&common::data(GOLDEN)).unwrap();
+/// Opens, verifies and searches (dense) a golden file; the same answers in every version.
+fn open_and_search_dense(name: &str) -> Index {
+    let index = Index::open(&common::data(name)).unwrap();
     index.verify().unwrap();
     index
         .check_fingerprint(&HashEmbedder.fingerprint())
@@ -75,11 +84,50 @@ fn golden_index_opens_verifies_and_searches() {
         assert_eq!(
             index.passage(fast[0].index as usize).unwrap().id,
             want,
-            "{query}"
+            "{name}: {query}"
         );
         assert_eq!(
             fast, exact,
             "with every passage a candidate, rerank equals brute force"
         );
     }
+    index
+}
+
+#[test]
+fn golden_index_opens_verifies_and_searches() {
+    let index = open_and_search_dense(GOLDEN);
+    let lex = index
+        .lexical()
+        .expect("a v2 golden file has a lexical section");
+    assert_eq!(lex.spec(), &DEFAULT_ANALYZER);
+    assert_eq!(lex.bm25(), Bm25 { k1: 1.2, b: 0.75 });
+    assert_eq!(lex.doc_count(), index.len());
+    let mut searcher = LexicalSearcher::new();
+    let mut hits = Hits::new();
+    for (query, want) in [
+        // misspelt as a recognizer would: char 4-grams still match
+        ("what is the capitol of frants", "paris"),
+        ("tokio population", "tokyo"),
+        ("play jaz", "jazz"),
+        ("does non ascii text survive", "unicode"),
+        ("kitchen lights", "lights"),
+    ] {
+        searcher.search(&lex, query, "", 0.0, 3, &mut hits);
+        let best = hits
+            .first()
+            .map(|h| index.passage(h.index as usize).unwrap().id);
+        assert_eq!(best, Some(want), "{query}: {hits:?}");
+        assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+    }
+    searcher.search(&lex, "zzzz qqqq", "", 0.0, 3, &mut hits);
+    assert!(hits.is_empty());
+}
+
+#[test]
+fn golden_v1_index_still_opens_and_searches_dense_only() {
+    let index = open_and_search_dense(GOLDEN_V1);
+    assert!(index.lexical().is_none());
+    let bytes = std::fs::read(common::data(GOLDEN_V1)).unwrap();
+    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 1);
 }

@@ -1,11 +1,14 @@
-//! `Index::open` on arbitrary bytes, then every accessor of what it accepted: no file
-//! may make the reader panic or read out of bounds (the index module's promise).
+//! `Index::open` on arbitrary bytes, then every accessor of what it accepted, and lexical
+//! searches when it has a lexical section: no file may make the reader panic or read out
+//! of bounds (the index module's promise).
 #![no_main]
 
 use std::io::Write;
 
 use libfuzzer_sys::fuzz_target;
 use primd_fuzz::index::Index;
+use primd_fuzz::lexical::LexicalSearcher;
+use primd_fuzz::search::Hits;
 
 fuzz_target!(|data: &[u8]| {
     // Index::open maps a file: write one per process, in memory when /dev/shm exists.
@@ -29,6 +32,16 @@ fuzz_target!(|data: &[u8]| {
             let _ = index.scale(i);
             if let Ok(p) = index.passage(i) {
                 let _ = (p.id.len(), p.title.len(), p.text.len());
+            }
+        }
+        if let Some(lex) = index.lexical() {
+            let mut searcher = LexicalSearcher::new();
+            let mut hits = Hits::new();
+            for query in ["the capital of france", "set a timer", "模型 während"] {
+                searcher.search(&lex, query, "kitchen", 0.5, 10, &mut hits);
+                assert!(hits.iter().all(|h| (h.index as usize) < index.len()));
+                searcher.search_exhaustive(&lex, query, "", 0.0, 100, &mut hits);
+                assert!(hits.iter().all(|h| (h.index as usize) < index.len()));
             }
         }
     }

@@ -4,6 +4,7 @@ use std::io::Write;
 
 use primd::config;
 use primd::eval::{self, EvalOptions, data, report};
+use primd::hybrid::Retriever;
 use primd::index::Index;
 
 use crate::cli::EvalArgs;
@@ -14,6 +15,24 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
     // The evaluation compares streaming with the baseline itself.
     cfg.stream.enabled = true;
     let index = Index::open(&args.index)?;
+    let asked: Vec<Retriever> = match &args.retriever {
+        Some(names) => names
+            .iter()
+            .map(|n| config::parse_retriever(n.trim()))
+            .collect::<Result<_, _>>()?,
+        None => vec![],
+    };
+    let mut retrievers = Vec::new();
+    for r in asked {
+        let r = Retriever::resolve(Some(r), &index)?;
+        if !retrievers.contains(&r) {
+            retrievers.push(r);
+        }
+    }
+    cfg.resolve_retriever(&index)?;
+    if retrievers.is_empty() {
+        retrievers.push(cfg.stream.retriever);
+    }
     let mut queries = data::load_queries(&args.queries)?;
     let qrels = data::load_qrels(&args.qrels)?;
     let mut streams = args
@@ -32,6 +51,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
         workers: args.workers as usize,
         sweep: args.sweep,
         progress: !args.quiet,
+        retrievers,
     };
     // Each worker forks its own embedder; the model is loaded once (an `Embedder` is
     // `Send` but not `Sync`, hence the lock, taken once per worker).

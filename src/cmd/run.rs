@@ -15,13 +15,15 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let flags = Layer1 {
         enabled: args.no_streaming.then_some(false),
         endpoint_ms: args.endpoint_ms,
+        retriever: args.retriever.clone(),
         ..args.layer1.to_layer1()
     };
-    let cfg = config::load(args.config.as_deref(), flags)?;
+    let mut cfg = config::load(args.config.as_deref(), flags)?;
     let index = Arc::new(Index::open(&args.index)?);
     if args.verify {
         index.verify()?;
     }
+    let retriever = cfg.resolve_retriever(&index)?;
     let embedder = super::embedder_for(&index, &args.model, cfg.precision, cfg.embedder_threads)?;
     let input: Box<dyn BufRead + Send> = if args.input == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
@@ -34,7 +36,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         Box::new(std::io::BufReader::new(file))
     };
     log::info!(
-        "serving {} passages from {:?}; streaming {}",
+        "serving {} passages from {:?}; {retriever} retriever; streaming {}",
         index.len(),
         args.index,
         if cfg.stream.enabled { "on" } else { "off" }

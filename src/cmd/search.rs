@@ -1,4 +1,5 @@
-//! `primd search`: queries in, one JSON line of results per query out.
+//! `primd search`: queries in, one JSON line of results per query out, from the
+//! retriever the index supports (hybrid by default; `--exact` is dense brute force).
 //!
 //! A malformed input line is reported on stderr with its line number and skipped; the
 //! remaining queries are still answered.
@@ -6,11 +7,13 @@
 use std::io::{BufRead, BufWriter, Write};
 use std::time::Instant;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
+use primd::config;
 use primd::embed::{DIM, Embed};
+use primd::hybrid::{HybridSearcher, Ranked, Retriever, SearchParams, SearchTimings, ranked_from};
 use primd::index::Index;
 use primd::output::ResultJson;
-use primd::search::{Hits, Query, Searcher};
+use primd::search::{Hits, Query};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::SearchArgs;
@@ -24,6 +27,7 @@ struct InputLine {
 #[derive(Serialize)]
 struct Timings {
     embed: f64,
+    lexical: f64,
     scan: f64,
     rerank: f64,
 }
@@ -36,49 +40,84 @@ struct OutputLine<'a> {
 }
 
 pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
+    let flags = config::Layer1 {
+        retriever: args.retriever.clone(),
+        ..args.fusion.to_layer1()
+    };
+    let cfg = config::load(None, flags)?;
     let index = Index::open(&args.index)?;
     if args.verify {
         index.verify()?;
     }
-    let mut embedder = super::embedder_for(
-        &index,
-        &args.model.model,
-        args.model.precision(),
-        args.model.embedder_threads as usize,
-    )?;
-    let mut searcher = Searcher::new(&index)?;
+    let retriever = if args.exact {
+        match cfg.retriever {
+            None | Some(Retriever::Dense) => Retriever::Dense,
+            Some(r) => bail!("--exact is a dense brute-force search; it cannot be {r}"),
+        }
+    } else {
+        Retriever::resolve(cfg.retriever, &index)?
+    };
+    log::info!("{retriever} retriever over {:?}", args.index);
+    // The lexical retriever needs no model.
+    let mut embedder = if retriever.uses_dense() {
+        Some(super::embedder_for(
+            &index,
+            &args.model.model,
+            args.model.precision(),
+            args.model.embedder_threads as usize,
+        )?)
+    } else {
+        None
+    };
+    let params = SearchParams {
+        retriever,
+        k: args.k as usize,
+        candidates: args.candidates as usize,
+        lexical_candidates: cfg.stream.lexical_candidates,
+        fusion: cfg.stream.fusion,
+    };
+    let mut searcher = HybridSearcher::new(&index)?;
+    let mut hits = Ranked::new();
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut answer =
         |id: &serde_json::Value, text: &str, out: &mut BufWriter<_>| -> anyhow::Result<()> {
             let t0 = Instant::now();
-            let mut v = [0.0f32; DIM];
-            embedder.embed_into(text, &mut v)?;
-            let query = Query::new(&v);
-            let t1 = Instant::now();
-            let mut hits = Hits::new();
-            let (scan_ms, rerank_ms);
-            if args.exact {
-                searcher.exact(&query, args.k as usize, &mut hits);
-                (scan_ms, rerank_ms) = (ms(t1.elapsed()), 0.0);
+            let query = match embedder.as_mut() {
+                Some(e) => {
+                    let mut v = [0.0f32; DIM];
+                    e.embed_into(text, &mut v)?;
+                    Some(Query::new(&v))
+                }
+                None => None,
+            };
+            let embed_ms = ms(t0.elapsed());
+            let t = if args.exact {
+                let t1 = Instant::now();
+                if let Some(q) = &query {
+                    let mut exact = Hits::new();
+                    searcher.dense().exact(q, params.k, &mut exact);
+                    ranked_from(&exact, true, &mut hits);
+                }
+                SearchTimings {
+                    scan_ms: ms(t1.elapsed()),
+                    ..Default::default()
+                }
             } else {
-                let mut cands = primd::search::Candidates::new();
-                searcher.binary_scan(&query, args.candidates.max(args.k) as usize, &mut cands);
-                let t2 = Instant::now();
-                searcher.rerank(&cands, &query, args.k as usize, &mut hits);
-                (scan_ms, rerank_ms) = (ms(t2 - t1), ms(t2.elapsed()));
-            }
+                searcher.search(&params, query.as_ref(), text, &mut hits)
+            };
             let results = hits
                 .iter()
-                .map(|h| Ok(ResultJson::new(index.passage(h.index as usize)?, h.score)))
+                .map(|h| Ok(ResultJson::new(index.passage(h.index as usize)?, h)))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let line = OutputLine {
                 id,
                 results,
                 ms: Timings {
-                    embed: ms(t1 - t0),
-                    scan: scan_ms,
-                    rerank: rerank_ms,
+                    embed: embed_ms,
+                    lexical: t.lexical_ms,
+                    scan: t.scan_ms,
+                    rerank: t.rerank_ms,
                 },
             };
             serde_json::to_writer(&mut *out, &line)?;

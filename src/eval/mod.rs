@@ -1,10 +1,13 @@
-//! `primd eval`: how early a query's intent stabilises with primd's own dense
-//! retriever, and how much latency streaming really hides, on the user's data.
+//! `primd eval`: how early a query's intent stabilises with primd's own retrievers
+//! (dense, lexical, hybrid: one section each, in one run), and how much latency
+//! streaming really hides, on the user's data.
 //!
-//! Two replays, both through the daemon's code rather than a re-implementation:
+//! Two replays per retriever, both through the daemon's code rather than a
+//! re-implementation:
 //! - [`prefix`]: every word prefix of every typed question through
-//!   [`Searcher::search`](crate::search::Searcher::search) (binary scan + int8 rerank),
-//!   giving the stabilisation measures of the study in `seeds/002` ([`metrics`]);
+//!   [`HybridSearcher::search`](crate::hybrid::HybridSearcher::search) (the search the
+//!   daemon runs on a final), giving the stabilisation measures of the study in
+//!   `seeds/002` ([`metrics`]); the lexical retriever needs no embedding;
 //! - [`streams`]: recorded recognizer partials through
 //!   [`StreamingRetriever`](crate::stream::StreamingRetriever), streaming vs the
 //!   `enabled = false` baseline, and optionally a sweep of its trigger and gate.
@@ -29,6 +32,7 @@ use serde::Serialize;
 
 use crate::config::RunConfig;
 use crate::embed::Embed;
+use crate::hybrid::Retriever;
 use crate::index::Index;
 use data::{Qrels, QueryRecord, Relevance, StreamRecord};
 use progress::Progress;
@@ -41,6 +45,9 @@ pub struct EvalOptions {
     pub sweep: bool,
     /// Draw progress bars (when stderr is a terminal).
     pub progress: bool,
+    /// Retrievers to measure, each in its own section (empty: `cfg.stream.retriever`).
+    /// The sweep runs with the first.
+    pub retrievers: Vec<Retriever>,
 }
 
 /// The settings the run used, echoed in the report.
@@ -54,6 +61,10 @@ pub struct SettingsJson {
     pub full_search_candidates: usize,
     pub top_k: usize,
     pub idle_embed: bool,
+    pub fusion: crate::fusion::FusionRule,
+    pub lexical_weight: f32,
+    pub lexical_candidates: usize,
+    pub revision_weight: f32,
     pub workers: usize,
 }
 
@@ -74,21 +85,38 @@ pub struct EvalReport {
     /// The embedder's precision ("int8" or "fp32"), filled in by the caller that loaded it.
     pub model: Option<String>,
     pub settings: SettingsJson,
-    pub prefix: prefix::PrefixSummary,
-    pub streams: Option<StreamSummary>,
+    /// One section per retriever, in the order asked for.
+    pub retrievers: Vec<RetrieverReport>,
+    /// The sweep of the first retriever.
     pub sweep: Option<Vec<SweepPoint>>,
     pub seconds: Seconds,
 }
 
-/// The report plus the per-item results the plots need.
-pub struct EvalRun {
-    pub report: EvalReport,
+/// The figures of one retriever.
+#[derive(Clone, Debug, Serialize)]
+pub struct RetrieverReport {
+    pub retriever: Retriever,
+    pub prefix: prefix::PrefixSummary,
+    pub streams: Option<StreamSummary>,
+}
+
+/// The per-item results of one retriever, for the plots and record files.
+pub struct RetrieverRun {
+    pub retriever: Retriever,
     pub prefix_records: Vec<prefix::PrefixRecord>,
     /// (streaming, baseline) per utterance.
     pub stream_results: Option<(Vec<UttResult>, Vec<UttResult>)>,
 }
 
-/// Runs both replays (the stream one when `streams` is given) and the sweep.
+/// The report plus the per-item results the plots need.
+pub struct EvalRun {
+    pub report: EvalReport,
+    /// In the order of `report.retrievers`.
+    pub runs: Vec<RetrieverRun>,
+}
+
+/// Runs both replays (the stream one when `streams` is given) for each retriever, and
+/// the sweep for the first.
 pub fn evaluate<E: Embed>(
     index: &Index,
     queries: &[QueryRecord],
@@ -102,67 +130,88 @@ pub fn evaluate<E: Embed>(
     let mut seconds = Seconds::default();
     let relevance = Relevance::new(index)?;
     let bar = Progress::new(opts.progress);
+    let retrievers = if opts.retrievers.is_empty() {
+        vec![cfg.stream.retriever]
+    } else {
+        opts.retrievers.clone()
+    };
 
     let t = Instant::now();
-    let outcome = prefix::replay(
+    let outcomes = prefix::replay(
         index,
         &relevance,
         qrels,
         queries,
         cfg,
+        &retrievers,
         opts.workers,
         &bar,
         &make_embedder,
     )?;
-    let prefix_summary = prefix::summarize(&outcome);
     seconds.prefix = t.elapsed().as_secs_f64();
 
-    let mut stream_results = None;
-    let mut stream_summary = None;
+    let mut reports = Vec::new();
+    let mut runs = Vec::new();
     let mut sweep = None;
-    if let Some(recs) = streams_in {
-        let t = Instant::now();
-        let judged = streams::judged(recs, &relevance, qrels);
-        let mut base_cfg = cfg.stream.clone();
-        base_cfg.enabled = false;
-        let run = |label: &str, stream: &crate::stream::StreamConfig| {
-            streams::replay(
-                label,
-                index,
-                &relevance,
-                &judged,
-                cfg,
-                stream,
-                opts.workers,
-                &bar,
-                &make_embedder,
-            )
-        };
-        let baseline = run("baseline replay", &base_cfg)?;
-        let streaming = run("streaming replay", &cfg.stream)?;
-        stream_summary = Some(streams::summarize(
-            &streaming,
-            &baseline,
-            recs.len() - judged.len(),
-        ));
-        seconds.streams = t.elapsed().as_secs_f64();
-        if opts.sweep {
+    for (i, (&retriever, outcome)) in retrievers.iter().zip(outcomes).enumerate() {
+        let mut stream_results = None;
+        let mut stream_summary = None;
+        if let Some(recs) = streams_in {
             let t = Instant::now();
-            let mut runs = Vec::new();
-            for &ti in &streams::SWEEP_TRIGGERS {
-                for &st in &streams::SWEEP_THRESHOLDS {
-                    let mut s = cfg.stream.clone();
-                    s.enabled = true;
-                    s.trigger_interval = ti;
-                    s.similarity_threshold = st;
-                    let label = format!("sweep {ti} × {st}");
-                    runs.push((ti, st, run(&label, &s)?));
+            let judged = streams::judged(recs, &relevance, qrels);
+            let mut stream_cfg = cfg.stream.clone();
+            stream_cfg.retriever = retriever;
+            let mut base_cfg = stream_cfg.clone();
+            base_cfg.enabled = false;
+            let run = |label: &str, stream: &crate::stream::StreamConfig| {
+                streams::replay(
+                    label,
+                    index,
+                    &relevance,
+                    &judged,
+                    cfg,
+                    stream,
+                    opts.workers,
+                    &bar,
+                    &make_embedder,
+                )
+            };
+            let baseline = run(&format!("{retriever} baseline replay"), &base_cfg)?;
+            let streaming = run(&format!("{retriever} streaming replay"), &stream_cfg)?;
+            stream_summary = Some(streams::summarize(
+                &streaming,
+                &baseline,
+                recs.len() - judged.len(),
+            ));
+            seconds.streams += t.elapsed().as_secs_f64();
+            if opts.sweep && i == 0 {
+                let t = Instant::now();
+                let mut points = Vec::new();
+                for &ti in &streams::SWEEP_TRIGGERS {
+                    for &st in &streams::SWEEP_THRESHOLDS {
+                        let mut s = stream_cfg.clone();
+                        s.enabled = true;
+                        s.trigger_interval = ti;
+                        s.similarity_threshold = st;
+                        let label = format!("sweep {ti} × {st}");
+                        points.push((ti, st, run(&label, &s)?));
+                    }
                 }
+                sweep = Some(streams::sweep_points(&points, &baseline));
+                seconds.sweep = t.elapsed().as_secs_f64();
             }
-            sweep = Some(streams::sweep_points(&runs, &baseline));
-            seconds.sweep = t.elapsed().as_secs_f64();
+            stream_results = Some((streaming, baseline));
         }
-        stream_results = Some((streaming, baseline));
+        reports.push(RetrieverReport {
+            retriever,
+            prefix: prefix::summarize(&outcome),
+            streams: stream_summary,
+        });
+        runs.push(RetrieverRun {
+            retriever,
+            prefix_records: outcome.records,
+            stream_results,
+        });
     }
     seconds.total = started.elapsed().as_secs_f64();
     let s = &cfg.stream;
@@ -180,14 +229,16 @@ pub fn evaluate<E: Embed>(
                 full_search_candidates: s.full_search_candidates,
                 top_k: s.top_k,
                 idle_embed: s.idle_embed,
+                fusion: s.fusion.rule,
+                lexical_weight: s.fusion.lexical_weight,
+                lexical_candidates: s.lexical_candidates,
+                revision_weight: s.revision_weight,
                 workers: opts.workers,
             },
-            prefix: prefix_summary,
-            streams: stream_summary,
+            retrievers: reports,
             sweep,
             seconds,
         },
-        prefix_records: outcome.records,
-        stream_results,
+        runs,
     })
 }

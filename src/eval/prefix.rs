@@ -3,10 +3,13 @@
 //!
 //! A prefix is the first `t` words of the query *as the daemon sees it*: normalised
 //! by the same [`Normalizer`] (case, punctuation, configured fillers), so `n` counts
-//! the words that `trigger_interval` counts. Each prefix is embedded with the real
-//! embedder and searched with [`Searcher::search`] — the 1-bit top-`full_search_candidates`
-//! scan and int8 rerank that the daemon's final search runs. Identical prefixes ("what
-//! is the", shared by hundreds of questions) are retrieved once: retrieval is a pure
+//! the words that `trigger_interval` counts. Each prefix is searched with
+//! [`HybridSearcher::search`] by every retriever asked for, as the daemon's final
+//! search runs it: dense is the 1-bit top-`full_search_candidates` scan and int8
+//! rerank of the prefix's embedding, lexical the BM25 top-k (no embedding), hybrid
+//! the fusion of both over lexical top-`lexical_candidates` ∪ binary top-C. A prefix
+//! is embedded once for all retrievers that need it. Identical prefixes ("what is
+//! the", shared by hundreds of questions) are retrieved once: retrieval is a pure
 //! function of the text, so this skips no prefix, only repeated work.
 //!
 //! Relevance is judged per document (chunks of a relevant document all count), and
@@ -24,8 +27,9 @@ use super::metrics::{
 use super::progress::{Progress, run_parallel};
 use crate::config::RunConfig;
 use crate::embed::{DIM, Embed};
+use crate::hybrid::{HybridSearcher, Ranked, Retriever, SearchParams};
 use crate::index::Index;
-use crate::search::{Hits, Query, Searcher};
+use crate::search::Query;
 use crate::stream::normalize::Normalizer;
 
 /// Results kept per prefix: enough for the largest k of [`KS`].
@@ -74,7 +78,9 @@ pub struct PrefixOutcome {
     pub unique_prefixes: usize,
 }
 
-/// Retrieves every word prefix of every query; `make_embedder` is called once per worker.
+/// Retrieves every word prefix of every query with each of `retrievers`, giving one
+/// outcome per retriever (in that order); `make_embedder` is called once per worker,
+/// and not at all when no retriever needs embeddings.
 #[allow(clippy::too_many_arguments)]
 pub fn replay<E: Embed>(
     index: &Index,
@@ -82,10 +88,11 @@ pub fn replay<E: Embed>(
     qrels: &Qrels,
     queries: &[QueryRecord],
     cfg: &RunConfig,
+    retrievers: &[Retriever],
     workers: usize,
     progress: &Progress,
     make_embedder: impl Fn() -> anyhow::Result<E> + Sync,
-) -> anyhow::Result<PrefixOutcome> {
+) -> anyhow::Result<Vec<PrefixOutcome>> {
     let mut out = PrefixOutcome::default();
     let mut normalizer = Normalizer::new(cfg.fillers.iter().map(String::as_str));
     let mut ids: HashMap<String, u32> = HashMap::new();
@@ -122,47 +129,77 @@ pub fn replay<E: Embed>(
     out.unique_prefixes = unique.len();
 
     let k = DEPTH.min(index.len().max(1));
-    let candidates = cfg.stream.full_search_candidates.max(k);
-    let tops: Vec<[u32; DEPTH]> = run_parallel(
-        "prefix replay",
+    let params = |retriever| SearchParams {
+        retriever,
+        k,
+        candidates: cfg.stream.full_search_candidates.max(k),
+        lexical_candidates: cfg.stream.lexical_candidates,
+        fusion: cfg.stream.fusion,
+    };
+    let dense = retrievers.iter().any(|r| r.uses_dense());
+    let label = if dense {
+        "prefix replay"
+    } else {
+        "prefix replay (lexical)"
+    };
+    // Per unique prefix: the top documents of each retriever.
+    let tops: Vec<Vec<[u32; DEPTH]>> = run_parallel(
+        label,
         &unique,
         workers,
         progress,
-        || Ok((make_embedder()?, Searcher::new(index)?, Hits::new())),
+        || {
+            let embedder = if dense { Some(make_embedder()?) } else { None };
+            Ok((embedder, HybridSearcher::new(index)?, Ranked::new()))
+        },
         |(embedder, searcher, hits), _, text| {
-            let mut v = [0.0f32; DIM];
-            embedder.embed_into(text, &mut v)?;
-            searcher.search(&Query::new(&v), k, candidates, hits);
-            let mut docs = [NONE; DEPTH];
-            for (d, h) in docs.iter_mut().zip(hits.iter()) {
-                *d = relevance.doc(h.index);
+            let query = match embedder {
+                Some(e) => {
+                    let mut v = [0.0f32; DIM];
+                    e.embed_into(text, &mut v)?;
+                    Some(Query::new(&v))
+                }
+                None => None,
+            };
+            let mut per = Vec::with_capacity(retrievers.len());
+            for &r in retrievers {
+                searcher.search(&params(r), query.as_ref(), text, hits);
+                let mut docs = [NONE; DEPTH];
+                for (d, h) in docs.iter_mut().zip(hits.iter()) {
+                    *d = relevance.doc(h.index);
+                }
+                per.push(docs);
             }
-            Ok(docs)
+            Ok(per)
         },
     )?;
 
+    let mut outs = vec![out; retrievers.len()];
     for (q, rel, prefix_ids) in kept {
-        let top1: Vec<u32> = prefix_ids.iter().map(|&p| tops[p as usize][0]).collect();
-        let ranks: Vec<Option<usize>> = prefix_ids
-            .iter()
-            .map(|&p| {
-                tops[p as usize]
-                    .iter()
-                    .position(|d| *d != NONE && rel.binary_search(d).is_ok())
-            })
-            .collect();
-        let n = prefix_ids.len();
-        let last = ranks[n - 1];
-        out.records.push(PrefixRecord {
-            id: q.id.clone(),
-            qtype: QType::of(&q.text),
-            n,
-            t_sc: metrics::t_sc(&top1).unwrap_or(n),
-            t_suf: KS.map(|k| metrics::t_suf(&ranks, k)),
-            favourable: KS.map(|k| last.is_some_and(|r| r < k)),
-        });
+        for (ri, out) in outs.iter_mut().enumerate() {
+            let top = |p: u32| &tops[p as usize][ri];
+            let top1: Vec<u32> = prefix_ids.iter().map(|&p| top(p)[0]).collect();
+            let ranks: Vec<Option<usize>> = prefix_ids
+                .iter()
+                .map(|&p| {
+                    top(p)
+                        .iter()
+                        .position(|d| *d != NONE && rel.binary_search(d).is_ok())
+                })
+                .collect();
+            let n = prefix_ids.len();
+            let last = ranks[n - 1];
+            out.records.push(PrefixRecord {
+                id: q.id.clone(),
+                qtype: QType::of(&q.text),
+                n,
+                t_sc: metrics::t_sc(&top1).unwrap_or(n),
+                t_suf: KS.map(|k| metrics::t_suf(&ranks, k)),
+                favourable: KS.map(|k| last.is_some_and(|r| r < k)),
+            });
+        }
     }
-    Ok(out)
+    Ok(outs)
 }
 
 /// φ_suf on the favourable slice at one k.

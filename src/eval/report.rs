@@ -9,7 +9,7 @@ use anyhow::Context;
 use super::metrics::{CADENCES, HEADLINE_K, KS, LATENCIES_MS, PhiDist, THETAS};
 use super::prefix::{HEADLINE_POINT, PrefixSummary};
 use super::streams::{ModeSummary, StreamSummary, SweepPoint};
-use super::{EvalReport, EvalRun, svg};
+use super::{EvalReport, EvalRun, RetrieverReport, svg};
 
 /// The study's figures (seeds/002: CRAG, BM25 over 120-word chunks).
 pub const STUDY_PHI_SUF_MEAN_K3: f64 = 0.26;
@@ -34,21 +34,49 @@ fn suf(p: &PrefixSummary, k: usize) -> Option<&super::prefix::SufficiencySummary
 
 /// A few lines for the terminal.
 pub fn summary_text(r: &EvalReport) -> String {
-    let p = &r.prefix;
     let mut s = String::new();
+    let first = r.retrievers.first();
     let _ = writeln!(
         s,
         "primd eval: {} queries ({} prefixes, {} distinct) over {} passages in {:.0} s \
          (prefixes {:.0} s, streams {:.0} s, sweep {:.0} s)",
-        p.queries,
-        p.prefixes,
-        p.unique_prefixes,
+        first.map_or(0, |x| x.prefix.queries),
+        first.map_or(0, |x| x.prefix.prefixes),
+        first.map_or(0, |x| x.prefix.unique_prefixes),
         r.passages,
         r.seconds.total,
         r.seconds.prefix,
         r.seconds.streams,
         r.seconds.sweep
     );
+    for section in &r.retrievers {
+        if r.retrievers.len() > 1 {
+            let _ = writeln!(s, "[{}]", section.retriever);
+        }
+        summary_section(&mut s, section);
+    }
+    if let Some(sw) = &r.sweep {
+        let _ = writeln!(
+            s,
+            "  sweep Pareto front (trigger_interval × similarity_threshold → spec/utt, hit@10, p50 ms):"
+        );
+        for p in sw.iter().filter(|p| p.pareto) {
+            let _ = writeln!(
+                s,
+                "    {} × {:.2} → {:.1}, {:.3}, {:.3}",
+                p.trigger_interval,
+                p.similarity_threshold,
+                p.speculative_searches_per_utterance,
+                p.hit10,
+                p.p50_ms
+            );
+        }
+    }
+    s
+}
+
+fn summary_section(s: &mut String, section: &RetrieverReport) {
+    let p = &section.prefix;
     if p.skipped_no_relevant + p.skipped_empty > 0 {
         let _ = writeln!(
             s,
@@ -94,7 +122,7 @@ pub fn summary_text(r: &EvalReport) -> String {
             STUDY_STREAMABLE_FALLBACK * 100.0
         );
     }
-    if let Some(st) = &r.streams {
+    if let Some(st) = &section.streams {
         let _ = writeln!(s, "  real streams: {} utterances", st.utterances);
         for (name, m) in [("baseline", &st.baseline), ("streaming", &st.streaming)] {
             let _ = writeln!(
@@ -114,24 +142,6 @@ pub fn summary_text(r: &EvalReport) -> String {
             st.misfires, st.streaming.fell_back_to_full, st.lost_relevant, st.gained_relevant
         );
     }
-    if let Some(sw) = &r.sweep {
-        let _ = writeln!(
-            s,
-            "  sweep Pareto front (trigger_interval × similarity_threshold → spec/utt, hit@10, p50 ms):"
-        );
-        for p in sw.iter().filter(|p| p.pareto) {
-            let _ = writeln!(
-                s,
-                "    {} × {:.2} → {:.1}, {:.3}, {:.3}",
-                p.trigger_interval,
-                p.similarity_threshold,
-                p.speculative_searches_per_utterance,
-                p.hit10,
-                p.p50_ms
-            );
-        }
-    }
-    s
 }
 
 fn dist_row(name: &str, d: &PhiDist, slice: &str, study: &str) -> String {
@@ -145,12 +155,13 @@ fn dist_row(name: &str, d: &PhiDist, slice: &str, study: &str) -> String {
 
 fn mode_row(name: &str, m: &ModeSummary) -> String {
     format!(
-        "| {name} | {:.3} | {:.3} | reuse {:.0}%, rerank {:.0}%, full {:.0}% | {:.2} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} |\n",
+        "| {name} | {:.3} | {:.3} | reuse {:.0}%, rerank {:.0}%, full {:.0}%, lexical {:.0}% | {:.2} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} |\n",
         m.hit1,
         m.hit10,
         m.paths.reuse * 100.0,
         m.paths.rerank * 100.0,
         m.paths.full * 100.0,
+        m.paths.lexical * 100.0,
         m.speculative_searches_per_utterance,
         m.gate_skips_per_utterance,
         m.latency_ms.p50,
@@ -160,8 +171,8 @@ fn mode_row(name: &str, m: &ModeSummary) -> String {
     )
 }
 
-fn streams_md(md: &mut String, st: &StreamSummary, spec_n: usize) {
-    let _ = writeln!(md, "\n## Real recognizer streams\n");
+fn streams_md(md: &mut String, st: &StreamSummary, spec_n: usize, h: &str) {
+    let _ = writeln!(md, "\n{h} Real recognizer streams\n");
     let _ = writeln!(
         md,
         "{} utterances ({} without a relevant passage in the index skipped). Each partial is \
@@ -238,7 +249,7 @@ fn sweep_md(md: &mut String, sw: &[SweepPoint]) {
 /// The Markdown report.
 pub fn markdown(run: &EvalRun) -> String {
     let r = &run.report;
-    let p = &r.prefix;
+    let first = r.retrievers.first().map(|x| &x.prefix);
     let mut md = String::new();
     let _ = writeln!(md, "# primd eval\n");
     let _ = writeln!(
@@ -253,10 +264,10 @@ pub fn markdown(run: &EvalRun) -> String {
             .as_deref()
             .map(|m| format!(", {m} model"))
             .unwrap_or_default(),
-        p.queries,
-        p.prefixes,
-        p.unique_prefixes,
-        opt(p.mean_words, 1),
+        first.map_or(0, |p| p.queries),
+        first.map_or(0, |p| p.prefixes),
+        first.map_or(0, |p| p.unique_prefixes),
+        opt(first.and_then(|p| p.mean_words), 1),
         r.settings.trigger_interval,
         r.settings.similarity_threshold,
         r.settings.reflector_threshold,
@@ -267,11 +278,95 @@ pub fn markdown(run: &EvalRun) -> String {
         r.seconds.sweep,
         r.settings.workers
     );
+    let set = &r.settings;
     let _ = writeln!(
         md,
-        "## Headline, next to the study (CRAG, BM25, 120-word chunks)\n"
+        "Retrievers: {}; fusion {} (lexical_weight {}), lexical_candidates {}, revision_weight {}.\n",
+        r.retrievers
+            .iter()
+            .map(|x| x.retriever.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        set.fusion.as_str(),
+        set.lexical_weight,
+        set.lexical_candidates,
+        set.revision_weight
     );
-    md.push_str("| measure | primd (dense) | study (BM25) |\n| --- | --- | --- |\n");
+    let many = r.retrievers.len() > 1;
+    if many {
+        compare_md(&mut md, &r.retrievers);
+    }
+    for (i, section) in r.retrievers.iter().enumerate() {
+        let h = if many {
+            let _ = writeln!(md, "\n# Retriever: {}\n", section.retriever);
+            "###"
+        } else {
+            "##"
+        };
+        let suffix = plot_suffix(i, section);
+        section_md(
+            &mut md,
+            section,
+            r.settings.max_speculative_results,
+            h,
+            &suffix,
+        );
+    }
+    if let Some(sw) = &r.sweep {
+        sweep_md(&mut md, sw);
+    }
+    md
+}
+
+/// Plots of the first retriever keep the plain names; the others get `-NAME`.
+fn plot_suffix(i: usize, section: &RetrieverReport) -> String {
+    if i == 0 {
+        String::new()
+    } else {
+        format!("-{}", section.retriever)
+    }
+}
+
+/// One row per retriever: the headline measures side by side.
+fn compare_md(md: &mut String, sections: &[RetrieverReport]) {
+    let _ = writeln!(md, "## Retrievers side by side\n");
+    md.push_str("| retriever | favourable (top-3) | φ_suf top-3 mean | φ_sc mean | streamable at 600 ms, 3 w/s, θ 0.8 | streams hit@1 | hit@10 | eou→result p50 ms | baseline hit@1 | hit@10 |\n");
+    md.push_str("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    let (l, d, t) = HEADLINE_POINT;
+    for x in sections {
+        let p = &x.prefix;
+        let s3 = suf(p, HEADLINE_K);
+        let st = x.streams.as_ref();
+        let f3 = |v: Option<f64>| opt(v, 3);
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            x.retriever,
+            pct(s3.map(|s| s.favourable_fraction)),
+            f3(s3.and_then(|s| s.phi_suf.mean)),
+            f3(p.phi_sc.mean),
+            pct(p.cell(l, d, t).map(|c| c.all)),
+            f3(st.map(|s| s.streaming.hit1)),
+            f3(st.map(|s| s.streaming.hit10)),
+            f3(st.map(|s| s.streaming.latency_ms.p50)),
+            f3(st.map(|s| s.baseline.hit1)),
+            f3(st.map(|s| s.baseline.hit10)),
+        );
+    }
+}
+
+/// The sections of one retriever, with headings at level `h`.
+fn section_md(md: &mut String, section: &RetrieverReport, spec_n: usize, h: &str, suffix: &str) {
+    let p = &section.prefix;
+    let name = section.retriever;
+    let _ = writeln!(
+        md,
+        "{h} Headline, next to the study (CRAG, BM25, 120-word chunks)\n"
+    );
+    let _ = writeln!(
+        md,
+        "| measure | primd ({name}) | study (BM25) |\n| --- | --- | --- |"
+    );
     if let Some(x) = suf(p, HEADLINE_K) {
         let _ = writeln!(
             md,
@@ -312,7 +407,7 @@ pub fn markdown(run: &EvalRun) -> String {
             STUDY_STREAMABLE_FALLBACK * 100.0
         );
     }
-    let _ = writeln!(md, "\n## Stabilisation fractions\n");
+    let _ = writeln!(md, "\n{h} Stabilisation fractions\n");
     md.push_str("| measure | slice | queries | mean | median | study |\n| --- | --- | --- | --- | --- | --- |\n");
     md.push_str(&dist_row("φ_sc", &p.phi_sc, "all", "0.67 (mean)"));
     for x in &p.sufficiency {
@@ -324,8 +419,8 @@ pub fn markdown(run: &EvalRun) -> String {
             study,
         ));
     }
-    md.push_str("\n![φ histogram](phi.svg)\n");
-    let _ = writeln!(md, "\n## Streamable fraction (H ≥ θ·L)\n");
+    let _ = writeln!(md, "\n![φ histogram](phi{suffix}.svg)");
+    let _ = writeln!(md, "\n{h} Streamable fraction (H ≥ θ·L)\n");
     let _ = writeln!(
         md,
         "t* = t_suf at top-{HEADLINE_K} on the favourable slice, t_sc on the rest (as in the study). All / favourable / rest:\n"
@@ -354,8 +449,8 @@ pub fn markdown(run: &EvalRun) -> String {
             md.push('\n');
         }
     }
-    md.push_str("\n![streamable heat map](streamable.svg)\n");
-    let _ = writeln!(md, "\n## By question type (first word)\n");
+    let _ = writeln!(md, "\n![streamable heat map](streamable{suffix}.svg)");
+    let _ = writeln!(md, "\n{h} By question type (first word)\n");
     md.push_str("| type | queries | favourable (top-3) | mean φ_suf top-3 | mean φ_sc | streamable at 600 ms, 3 w/s, θ 0.8 |\n| --- | --- | --- | --- | --- | --- |\n");
     for t in &p.by_type {
         let _ = writeln!(
@@ -369,57 +464,64 @@ pub fn markdown(run: &EvalRun) -> String {
             pct(Some(t.streamable))
         );
     }
-    if let Some(st) = &r.streams {
-        streams_md(&mut md, st, r.settings.max_speculative_results);
-        md.push_str("\n![latency CDF](latency_cdf.svg)\n");
+    if let Some(st) = &section.streams {
+        streams_md(md, st, spec_n, h);
+        let _ = writeln!(md, "\n![latency CDF](latency_cdf{suffix}.svg)");
     }
-    if let Some(sw) = &r.sweep {
-        sweep_md(&mut md, sw);
-    }
-    md
 }
 
-/// Writes `report.md`, `report.json`, the plots, and `prefix_records.jsonl` (per query:
-/// `id`, `qtype`, `n`, `t_sc`, `t_suf` and `favourable` at k = 1, 3, 5, 10) into `dir`
-/// (created if needed).
+/// Writes `report.md`, `report.json`, the plots (per retriever: the first's under
+/// plain names, the others' with `-NAME`), and `prefix_records.jsonl` (per retriever
+/// and query: `retriever`, `id`, `qtype`, `n`, `t_sc`, `t_suf` and `favourable` at
+/// k = 1, 3, 5, 10) into `dir` (created if needed).
 pub fn write_dir(run: &EvalRun, dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {dir:?}"))?;
     let write = |name: &str, body: &str| {
         let path = dir.join(name);
         std::fs::write(&path, body).with_context(|| format!("writing {path:?}"))
     };
-    let p = &run.report.prefix;
-    let sc = p.phi_sc.histogram;
-    let suf = suf(p, HEADLINE_K).map_or([0; super::metrics::PHI_BINS], |x| x.phi_suf.histogram);
-    write(
-        "phi.svg",
-        &svg::phi_histogram(
-            "When the query stabilises: φ = t*/n",
-            &[
-                ("φ_suf, top-3, favourable slice", suf),
-                ("φ_sc (top-1 stable), all", sc),
-            ],
-        ),
-    )?;
-    write("streamable.svg", &svg::streamable_heatmap(p))?;
-    if let Some((streaming, baseline)) = &run.stream_results {
-        let lat = |v: &[super::streams::UttResult]| v.iter().map(|r| r.latency_ms).collect();
+    let mut records = String::new();
+    for (i, (section, r)) in run.report.retrievers.iter().zip(&run.runs).enumerate() {
+        let suffix = plot_suffix(i, section);
+        let p = &section.prefix;
+        let sc = p.phi_sc.histogram;
+        let suf = suf(p, HEADLINE_K).map_or([0; super::metrics::PHI_BINS], |x| x.phi_suf.histogram);
         write(
-            "latency_cdf.svg",
-            &svg::latency_cdf(
-                "End of utterance → results",
-                &[("streaming", lat(streaming)), ("baseline", lat(baseline))],
+            &format!("phi{suffix}.svg"),
+            &svg::phi_histogram(
+                &format!(
+                    "When the query stabilises ({}): φ = t*/n",
+                    section.retriever
+                ),
+                &[
+                    ("φ_suf, top-3, favourable slice", suf),
+                    ("φ_sc (top-1 stable), all", sc),
+                ],
             ),
         )?;
-    }
-    let mut records = String::new();
-    for r in &run.prefix_records {
-        let line = serde_json::json!({
-            "id": r.id, "qtype": r.qtype, "n": r.n, "t_sc": r.t_sc,
-            "t_suf": r.t_suf, "favourable": r.favourable,
-        });
-        records.push_str(&line.to_string());
-        records.push('\n');
+        write(
+            &format!("streamable{suffix}.svg"),
+            &svg::streamable_heatmap(p),
+        )?;
+        if let Some((streaming, baseline)) = &r.stream_results {
+            let lat = |v: &[super::streams::UttResult]| v.iter().map(|r| r.latency_ms).collect();
+            write(
+                &format!("latency_cdf{suffix}.svg"),
+                &svg::latency_cdf(
+                    &format!("End of utterance → results ({})", section.retriever),
+                    &[("streaming", lat(streaming)), ("baseline", lat(baseline))],
+                ),
+            )?;
+        }
+        for rec in &r.prefix_records {
+            let line = serde_json::json!({
+                "retriever": section.retriever,
+                "id": rec.id, "qtype": rec.qtype, "n": rec.n, "t_sc": rec.t_sc,
+                "t_suf": rec.t_suf, "favourable": rec.favourable,
+            });
+            records.push_str(&line.to_string());
+            records.push('\n');
+        }
     }
     write("prefix_records.jsonl", &records)?;
     write("report.md", &markdown(run))?;

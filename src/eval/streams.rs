@@ -33,8 +33,8 @@ use super::metrics::{self, pareto_front};
 use super::progress::{Progress, run_parallel};
 use crate::config::RunConfig;
 use crate::embed::Embed;
+use crate::hybrid::HybridSearcher;
 use crate::index::Index;
-use crate::search::Searcher;
 use crate::stream::normalize::Normalizer;
 use crate::stream::{Counts, FinalPath, Observed, StreamConfig, StreamingRetriever};
 
@@ -89,10 +89,10 @@ pub fn replay_one<E: Embed>(
         let t0 = Instant::now();
         let observed = r.observe(&p.text)?;
         free_at = start + t0.elapsed().as_secs_f64();
-        if observed == Observed::Speculated
-            && first_relevant_s.is_none()
-            && r.candidates().iter().any(|c| is_rel(c.index))
-        {
+        // New speculative candidates: a dense scan, or (lexical retrievers) every partial.
+        let refreshed = observed == Observed::Speculated
+            || (r.config().enabled && r.config().retriever.uses_lexical());
+        if refreshed && first_relevant_s.is_none() && r.speculative_candidates().any(is_rel) {
             first_relevant_s = Some(free_at);
         }
         if free_at < next_t {
@@ -103,13 +103,14 @@ pub fn replay_one<E: Embed>(
         max_work = max_work.max(t0.elapsed().as_secs_f64() * 1e3);
     }
     // The speculation the final will be judged against (finalize reuses the buffer).
-    let speculative: Vec<u32> = r.candidates().iter().map(|c| c.index).collect();
+    let speculative: Vec<u32> = r.speculative_candidates().collect();
+    let speculated = r.counts().speculative_searches > 0 || r.counts().lexical_searches > 0;
     let waited_ms = (free_at - final_t).max(0.0) * 1e3;
     let t0 = Instant::now();
     let outcome = r.finalize(&rec.final_text)?;
     let latency_ms = waited_ms + t0.elapsed().as_secs_f64() * 1e3;
     let top10 = &outcome.hits[..outcome.hits.len().min(10)];
-    let overlap = (outcome.counts.speculative_searches > 0 && !top10.is_empty()).then(|| {
+    let overlap = (speculated && !top10.is_empty()).then(|| {
         let shared = top10
             .iter()
             .filter(|h| speculative.contains(&h.index))
@@ -167,7 +168,7 @@ pub fn replay<E: Embed>(
             Ok(StreamingRetriever::new(
                 stream.clone(),
                 make_embedder()?,
-                Searcher::new(index)?,
+                HybridSearcher::new(index)?,
                 Normalizer::new(cfg.fillers.iter().map(String::as_str)),
             ))
         },
@@ -206,6 +207,7 @@ pub struct Paths {
     pub reuse: f64,
     pub rerank: f64,
     pub full: f64,
+    pub lexical: f64,
     pub empty: f64,
 }
 
@@ -217,6 +219,8 @@ pub struct ModeSummary {
     pub hit10: f64,
     pub paths: Paths,
     pub speculative_searches_per_utterance: f64,
+    /// Lexical queries on partials per utterance (lexical and hybrid retrievers).
+    pub lexical_searches_per_utterance: f64,
     pub gate_skips_per_utterance: f64,
     pub embeds_per_utterance: f64,
     pub latency_ms: Latency,
@@ -259,9 +263,11 @@ impl ModeSummary {
                 reuse: share(&|r| r.path == FinalPath::Reuse),
                 rerank: share(&|r| r.path == FinalPath::Rerank),
                 full: share(&|r| r.path == FinalPath::Full),
+                lexical: share(&|r| r.path == FinalPath::Lexical),
                 empty: share(&|r| r.path == FinalPath::Empty),
             },
             speculative_searches_per_utterance: per(&|r| r.counts.speculative_searches),
+            lexical_searches_per_utterance: per(&|r| r.counts.lexical_searches),
             gate_skips_per_utterance: per(&|r| r.counts.gate_skips),
             embeds_per_utterance: per(&|r| r.counts.embeds),
             latency_ms: Latency::of(results),

@@ -15,8 +15,8 @@ use super::progress::Progress;
 use super::streams::{self, replay_one};
 use crate::config::{self, Layer1, RunConfig};
 use crate::embed::{DIM, Embed, HashEmbedder};
+use crate::hybrid::HybridSearcher;
 use crate::index::{Index, IndexMeta, PassageRecord, write_index};
-use crate::search::Searcher;
 use crate::stream::normalize::Normalizer;
 use crate::stream::{FinalPath, StreamingRetriever};
 
@@ -117,11 +117,13 @@ fn prefix_replay_finds_t_sc_t_suf_and_h_known_by_construction() {
         &q,
         &queries,
         &c,
+        &[crate::hybrid::Retriever::Dense],
         2,
         &Progress::hidden(),
         || Ok(HashEmbedder),
     )
-    .unwrap();
+    .unwrap()
+    .remove(0);
     assert_eq!((out.skipped_no_relevant, out.skipped_empty), (1, 1));
     assert_eq!(out.records.len(), 4);
     assert_eq!(out.prefixes, 4 + 3 + 4 + 4);
@@ -216,7 +218,7 @@ fn stream_replay_keeps_the_daemons_order_of_work() {
         StreamingRetriever::new(
             s,
             HashEmbedder,
-            Searcher::new(&index).unwrap(),
+            HybridSearcher::new(&index).unwrap(),
             Normalizer::default(),
         )
     };
@@ -281,14 +283,16 @@ fn evaluate_runs_both_replays_and_the_sweep() {
         workers: 2,
         sweep: true,
         progress: false,
+        retrievers: vec![],
     };
     let run = super::evaluate(&index, &queries, &q, Some(&streams), &c, &opts, || {
         Ok(HashEmbedder)
     })
     .unwrap();
     let r = &run.report;
-    assert_eq!(r.prefix.queries, 1);
-    let st = r.streams.as_ref().unwrap();
+    assert_eq!(r.retrievers.len(), 1, "the configured retriever");
+    assert_eq!(r.retrievers[0].prefix.queries, 1);
+    let st = r.retrievers[0].streams.as_ref().unwrap();
     assert_eq!((st.utterances, st.baseline.paths.full), (1, 1.0));
     let sw = r.sweep.as_ref().unwrap();
     assert_eq!(
@@ -354,7 +358,7 @@ fn stream_replay_queues_events_behind_work_in_progress() {
     let mut r = StreamingRetriever::new(
         c.stream.clone(),
         Slow,
-        Searcher::new(&index).unwrap(),
+        HybridSearcher::new(&index).unwrap(),
         Normalizer::default(),
     );
     let p = |t, text: &str| Partial {

@@ -1,5 +1,6 @@
-//! The byte layout of index format v1: constants, the fixed header, the passage record, and
-//! the quantisers that turn float vectors into the stored codes.
+//! The byte layout of index format v2: constants, the fixed header, the passage record, and
+//! the quantisers that turn float vectors into the stored codes. (The lexical section has
+//! its own layout, in `lexical::format`; here it is one more section of the table.)
 //!
 //! This file is the single source of truth for the layout; `index/FORMAT.md` describes the
 //! same thing for humans and must change with it. Invariants the rest of the module relies on:
@@ -17,14 +18,18 @@
 /// First 8 bytes of every index file.
 pub const MAGIC: [u8; 8] = *b"PRIMDIX\0";
 /// The format version this code writes, and the newest one it knows.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// The oldest format version this reader still accepts.
 pub const OLDEST_SUPPORTED: u32 = 1;
 
-/// Identifies the model + tokenizer that produced the vectors (e.g. a SHA-256 of both).
+/// Identifies the model + tokenizer that produced the vectors: the xxh3-128 of the model
+/// file (bytes 0..16) and of the tokenizer file (16..32).
 pub type Fingerprint = [u8; 32];
 
-/// `min_reader_version` written into new files: the oldest reader able to read them.
+/// `min_reader_version` written into new files: the oldest reader able to read them. Still 1
+/// in format v2: a v1 reader finds every v1 field where it was, ignores the lexical
+/// section's table entry (reserved bytes to it) and the section itself (between the blob
+/// and the footer), so it reads a v2 file as the dense index it also is.
 pub(crate) const MIN_READER_VERSION: u32 = 1;
 /// Last 16 bytes of the file start with the CRC and then this.
 pub(crate) const FOOTER_MAGIC: [u8; 8] = *b"PRIMDEND";
@@ -48,9 +53,10 @@ pub(crate) const OFF_COUNT: usize = 24;
 pub(crate) const OFF_FINGERPRINT: usize = 32;
 pub(crate) const OFF_CHUNK_WORDS: usize = 64;
 pub(crate) const OFF_OVERLAP_WORDS: usize = 68;
-/// Section table: `SECTION_COUNT` entries of `(offset: u64, length: u64)`.
+/// Section table: `SECTION_COUNT` entries of `(offset: u64, length: u64)`. The sixth
+/// (lexical, 152..168) exists from format v2 on; `(0, 0)` there means "no lexical section".
 pub(crate) const OFF_SECTIONS: usize = 72;
-// 152..256: reserved.
+// 168..256: reserved.
 
 /// Section indices, in file order.
 pub(crate) const SEC_CODES: usize = 0;
@@ -58,14 +64,19 @@ pub(crate) const SEC_VECTORS: usize = 1;
 pub(crate) const SEC_SCALES: usize = 2;
 pub(crate) const SEC_OFFSETS: usize = 3;
 pub(crate) const SEC_BLOB: usize = 4;
-pub(crate) const SECTION_COUNT: usize = 5;
+/// Format v2: BM25 term dictionary and postings (`lexical::format`); optional.
+pub(crate) const SEC_LEXICAL: usize = 5;
+pub(crate) const SECTION_COUNT: usize = 6;
 pub(crate) const SECTION_NAMES: [&str; SECTION_COUNT] = [
     "codes",
     "vectors",
     "scales",
     "passage offsets",
     "passage blob",
+    "lexical",
 ];
+/// The first format version with a lexical section entry in the table.
+pub(crate) const LEXICAL_SINCE: u32 = 2;
 
 /// Smallest passage record: three empty strings (3 × u32 length) + chunk, word_start, word_end.
 pub(crate) const MIN_RECORD: u64 = 24;
@@ -235,18 +246,25 @@ pub(crate) fn expected_lengths(count: u64, dim: u64) -> Option<[u64; SEC_BLOB]> 
     Some([codes, vectors, scales, offsets])
 }
 
-/// Places the sections one after another from the end of the header, each 64-byte aligned.
+/// Places the sections one after another from the end of the header, each 64-byte aligned;
+/// the lexical section (if `lexical_len > 0`) after the blob, else its entry is `(0, 0)`.
 /// Returns the table and the file offset of the footer; `None` on overflow.
 pub(crate) fn layout(
     count: u64,
     dim: u64,
     blob_len: u64,
+    lexical_len: u64,
 ) -> Option<([Section; SECTION_COUNT], u64)> {
     let lens = expected_lengths(count, dim)?;
     let mut sections = [Section::default(); SECTION_COUNT];
     let mut pos = HEADER_SIZE as u64;
     for (i, s) in sections.iter_mut().enumerate() {
-        let len = if i == SEC_BLOB { blob_len } else { lens[i] };
+        let len = match i {
+            SEC_BLOB => blob_len,
+            SEC_LEXICAL if lexical_len == 0 => continue,
+            SEC_LEXICAL => lexical_len,
+            _ => lens[i],
+        };
         *s = Section { offset: pos, len };
         pos = align_up(pos.checked_add(len)?)?;
     }
@@ -414,7 +432,7 @@ mod tests {
 
     #[test]
     fn header_round_trip_and_layout() {
-        let (sections, footer) = layout(3, 16, 100).unwrap();
+        let (sections, footer) = layout(3, 16, 100, 0).unwrap();
         assert_eq!(
             sections[SEC_CODES],
             Section {
@@ -450,7 +468,17 @@ mod tests {
                 len: 100
             }
         );
+        assert_eq!(sections[SEC_LEXICAL], Section::default());
         assert_eq!(footer, 640);
+        let (with_lex, footer) = layout(3, 16, 100, 130).unwrap();
+        assert_eq!(
+            with_lex[SEC_LEXICAL],
+            Section {
+                offset: 640,
+                len: 130
+            }
+        );
+        assert_eq!(footer, 832);
         let h = Header {
             magic: MAGIC,
             format_version: 7,
@@ -467,8 +495,15 @@ mod tests {
         let b = h.encode();
         assert_eq!(&b[..8], b"PRIMDIX\0");
         assert!(b[OFF_SECTIONS + 80..].iter().all(|&x| x == 0));
+        let h2 = Header {
+            sections: with_lex,
+            ..h.clone()
+        };
+        assert_eq!(Header::decode(&h2.encode()), h2);
+        assert!(h2.encode()[OFF_SECTIONS + 96..].iter().all(|&x| x == 0));
         assert_eq!(Header::decode(&b), h);
-        assert!(layout(u64::MAX / 2, 4096, 0).is_none());
+        assert!(layout(u64::MAX / 2, 4096, 0, 0).is_none());
+        assert!(layout(3, 16, 100, u64::MAX - 100).is_none());
         assert_eq!(align_up(u64::MAX), None);
     }
 

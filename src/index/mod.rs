@@ -1,9 +1,10 @@
-//! The on-disk index, format v1: written once by the offline `build-index` tool, memory-mapped
+//! The on-disk index, format v2: written once by the offline `build-index` tool, memory-mapped
 //! read-only by the daemon.
 //!
 //! Per passage the index holds a 1-bit sign code of its embedding (for the fast speculative
 //! scan while the user is still speaking), an int8 vector with one `f32` scale (to rerank the
-//! scan's candidates), and the passage itself (id, title, text, chunk position). The exact
+//! scan's candidates), and the passage itself (id, title, text, chunk position). From v2 on,
+//! an optional lexical section holds a BM25 inverted index over the passages (`crate::lexical`). The exact
 //! layout is in `index/FORMAT.md` and the constants of `format.rs`; the short version: a fixed
 //! 256-byte header with a section table, 64-byte aligned sections, and a 16-byte footer holding
 //! a CRC-32 of everything before it.
@@ -30,7 +31,7 @@ pub use format::{
     quantize_i8, sign_code,
 };
 pub use read::Index;
-pub use write::write_index;
+pub use write::{WriteOptions, write_index, write_index_with};
 
 /// The text that is embedded for a passage: its title, a newline, then the passage
 /// (titles often name the topic a question is about, as in "title + text" retrieval

@@ -15,6 +15,11 @@
 //! - **Forward compatible.** A file from a newer format version is read if its
 //!   `min_reader_version` says this reader understands it: reserved header bytes, footer
 //!   reserved bytes and bytes after a record's last known field are ignored.
+//! - **The lexical section (v2) is optional.** A v1 file, or a v2 file built with
+//!   `--no-lexical`, opens as a dense-only index ([`Index::lexical`] is `None`). When the
+//!   section is there, `open` validates it as well (`Lexical::open`: O(terms + passages),
+//!   postings untouched), and a corrupt one refuses the whole file: silently dropping to
+//!   dense-only would hide a damaged index.
 
 use std::fmt;
 use std::fs::File;
@@ -26,10 +31,11 @@ use memmap2::{Mmap, MmapOptions};
 use super::error::{IndexError, hex_prefix};
 use super::format::{
     ALIGN, FOOTER_MAGIC, FOOTER_SIZE, FORMAT_VERSION, Fingerprint, HEADER_SIZE, Header, IndexMeta,
-    MAGIC, MAX_DIM, MIN_DIM, MIN_RECORD, OLDEST_SUPPORTED, PassageRef, SEC_BLOB, SEC_CODES,
-    SEC_OFFSETS, SEC_SCALES, SEC_VECTORS, SECTION_COUNT, SECTION_NAMES, align_up, decode_record,
-    expected_lengths,
+    LEXICAL_SINCE, MAGIC, MAX_DIM, MIN_DIM, MIN_RECORD, OLDEST_SUPPORTED, PassageRef, SEC_BLOB,
+    SEC_CODES, SEC_LEXICAL, SEC_OFFSETS, SEC_SCALES, SEC_VECTORS, SECTION_COUNT, SECTION_NAMES,
+    Section, align_up, decode_record, expected_lengths,
 };
+use crate::lexical::Lexical;
 
 /// An open, validated, memory-mapped index.
 pub struct Index {
@@ -39,8 +45,11 @@ pub struct Index {
     count: usize,
     dim: usize,
     code_bytes: usize,
-    /// Byte ranges of the sections inside `map`, validated by `open`.
+    /// Byte ranges of the sections inside `map`, validated by `open` (the lexical one is
+    /// empty when absent).
     sections: [Range<usize>; SECTION_COUNT],
+    /// Whether the file has a (validated) lexical section.
+    has_lexical: bool,
     /// Start of the footer = end of the CRC-covered bytes.
     footer: usize,
 }
@@ -52,6 +61,7 @@ impl fmt::Debug for Index {
             .field("meta", &self.meta)
             .field("len", &self.count)
             .field("file_size", &self.map.len())
+            .field("lexical", &self.has_lexical)
             .finish_non_exhaustive()
     }
 }
@@ -97,6 +107,7 @@ impl Index {
             dim: 0,
             code_bytes: 0,
             sections: Default::default(),
+            has_lexical: false,
             footer: 0,
             map,
         };
@@ -158,9 +169,17 @@ impl Index {
             return Err(self.corrupt(format!("passage count {} is impossibly large", h.count)));
         };
 
+        // The lexical entry counts from v2 on, and (0, 0) there means "none".
+        let lex = h.sections[SEC_LEXICAL];
+        let has_lexical = h.format_version >= LEXICAL_SINCE && (lex.offset, lex.len) != (0, 0);
+        let present = |i: usize| i != SEC_LEXICAL || has_lexical;
+
         // Section table: aligned, after the header, in bounds, lengths as implied.
         let mut max_end = HEADER_SIZE as u64;
         for (i, s) in h.sections.iter().enumerate() {
+            if !present(i) {
+                continue;
+            }
             let name = SECTION_NAMES[i];
             if !s.offset.is_multiple_of(ALIGN) || s.offset < HEADER_SIZE as u64 {
                 return Err(self.corrupt(format!(
@@ -168,7 +187,7 @@ impl Index {
                     s.offset
                 )));
             }
-            if i != SEC_BLOB && s.len != lens[i] {
+            if i < SEC_BLOB && s.len != lens[i] {
                 return Err(self.corrupt(format!(
                     "{name} section is {} bytes, expected {} for {} passages of dimension {dim}",
                     s.len, lens[i], h.count
@@ -179,8 +198,14 @@ impl Index {
             };
             max_end = max_end.max(end);
         }
-        for (i, a) in h.sections.iter().enumerate() {
-            for (j, b) in h.sections.iter().enumerate().skip(i + 1) {
+        for (i, a) in h.sections.iter().enumerate().filter(|&(i, _)| present(i)) {
+            for (j, b) in h
+                .sections
+                .iter()
+                .enumerate()
+                .skip(i + 1)
+                .filter(|&(j, _)| present(j))
+            {
                 // Ends cannot overflow: checked above.
                 let (a_end, b_end) = (a.offset + a.len, b.offset + b.len);
                 if a.offset < b_end && b.offset < a_end {
@@ -209,7 +234,12 @@ impl Index {
 
         // Every section end is <= needed <= size = bytes.len(), so these fit in usize.
         let mut sections: [Range<usize>; SECTION_COUNT] = Default::default();
-        for (r, s) in sections.iter_mut().zip(&h.sections) {
+        for (i, (r, s)) in sections.iter_mut().zip(&h.sections).enumerate() {
+            let s: &Section = if present(i) {
+                s
+            } else {
+                &Section { offset: 0, len: 0 }
+            };
             let to_usize = |x: u64| usize::try_from(x).ok();
             match (to_usize(s.offset), to_usize(s.offset + s.len)) {
                 (Some(a), Some(b)) => *r = a..b,
@@ -245,8 +275,20 @@ impl Index {
             )));
         }
 
+        if has_lexical {
+            let lex = Lexical::open(&bytes[sections[SEC_LEXICAL].clone()])
+                .map_err(|e| self.corrupt(format!("lexical section: {e}")))?;
+            if lex.doc_count() != count {
+                return Err(self.corrupt(format!(
+                    "lexical section indexes {} passages, the index has {count}",
+                    lex.doc_count()
+                )));
+            }
+        }
+
         self.dim = dim as usize;
         self.code_bytes = self.dim / 8;
+        self.has_lexical = has_lexical;
         self.count = count;
         self.meta = h.meta;
         self.sections = sections;
@@ -280,6 +322,15 @@ impl Index {
             });
         }
         Ok(())
+    }
+
+    /// The lexical section (format v2), or `None` for an index without one (a v1 file, or
+    /// one built with `build-index --no-lexical`). Cheap (O(1)): `open` validated it.
+    pub fn lexical(&self) -> Option<Lexical<'_>> {
+        if !self.has_lexical {
+            return None;
+        }
+        Lexical::parse(&self.map[self.sections[SEC_LEXICAL].clone()]).ok()
     }
 
     pub fn path(&self) -> &Path {
@@ -380,12 +431,14 @@ fn bytes_as_i8(b: &[u8]) -> &[i8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::format::SEC_LEXICAL;
     use crate::index::format::{
         OFF_COUNT, OFF_DIM, OFF_FORMAT_VERSION, OFF_MIN_READER_VERSION, OFF_SECTIONS,
         PassageRecord, quantize_i8, sign_code,
     };
     use crate::index::test_support::{XorShift, corpus, meta};
-    use crate::index::write_index;
+    use crate::index::{WriteOptions, write_index, write_index_with};
+    use crate::lexical::{AnalyzerKind, AnalyzerSpec, Bm25};
 
     fn build(
         dir: &Path,
@@ -436,6 +489,16 @@ mod tests {
             acc += ix.scale(i).to_bits() as usize & 1;
             if let Ok(p) = ix.passage(i) {
                 acc += p.id.len() + p.title.len() + p.text.len() + p.chunk as usize;
+            }
+        }
+        if let Some(lex) = ix.lexical() {
+            let mut s = crate::lexical::LexicalSearcher::new();
+            let mut hits = crate::search::Hits::new();
+            for q in ["voice agent board", "retrieval während 模型 arm", "title"] {
+                s.search(&lex, q, "pi", 0.5, 10, &mut hits);
+                acc += hits.iter().map(|h| h.index as usize).sum::<usize>();
+                s.search_exhaustive(&lex, q, "", 0.0, 100, &mut hits);
+                assert!(hits.iter().all(|h| (h.index as usize) < ix.len()));
             }
         }
         let _ = ix.verify();
@@ -563,8 +626,8 @@ mod tests {
 
         // newer format that old readers must not read
         let mut b = orig.clone();
-        put_u32(&mut b, OFF_FORMAT_VERSION, 2);
-        put_u32(&mut b, OFF_MIN_READER_VERSION, 2);
+        put_u32(&mut b, OFF_FORMAT_VERSION, FORMAT_VERSION + 1);
+        put_u32(&mut b, OFF_MIN_READER_VERSION, FORMAT_VERSION + 1);
         let err = open_bytes(dir.path(), &b).unwrap_err();
         match &err {
             IndexError::UnsupportedVersion {
@@ -572,7 +635,7 @@ mod tests {
             } => {
                 assert_eq!(
                     (*found, *supported),
-                    (2, (OLDEST_SUPPORTED, FORMAT_VERSION))
+                    (FORMAT_VERSION + 1, (OLDEST_SUPPORTED, FORMAT_VERSION))
                 );
             }
             other => panic!("expected UnsupportedVersion, got {other}"),
@@ -771,6 +834,14 @@ mod tests {
                 }
                 // truncation
                 4 => b.truncate(rng.below(n as u64) as usize),
+                // a few byte flips in the lexical section
+                5 if rng.below(2) == 0 => {
+                    let (off, len) = section(&orig, SEC_LEXICAL);
+                    for _ in 0..1 + rng.below(4) {
+                        let at = off + rng.below(len as u64) as usize;
+                        b[at] ^= 1 + rng.below(255) as u8;
+                    }
+                }
                 // garbage appended / a byte flip in the blob
                 _ => {
                     let (off, len) = section(&orig, SEC_BLOB);
@@ -792,5 +863,133 @@ mod tests {
         // Sanity: the mutations exercise both paths.
         assert!(opened > 100, "only {opened} of 2000 mutants opened");
         assert!(verified < opened);
+    }
+
+    #[test]
+    fn lexical_section_by_default_none_on_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, passages, _) = build(dir.path(), 12, 16, 21);
+        let ix = Index::open(&p).unwrap();
+        let lex = ix.lexical().expect("write_index adds a lexical section");
+        assert_eq!(lex.doc_count(), 12);
+        assert_eq!(lex.spec(), &crate::lexical::DEFAULT_ANALYZER);
+        let bytes = std::fs::read(&p).unwrap();
+        let (lex_off, lex_len) = section(&bytes, SEC_LEXICAL);
+        let (blob_off, blob_len) = section(&bytes, SEC_BLOB);
+        assert_eq!(lex_off, (blob_off + blob_len).next_multiple_of(64));
+        assert_eq!(
+            bytes.len(),
+            (lex_off + lex_len).next_multiple_of(64) + FOOTER_SIZE
+        );
+        assert!(format!("{ix:?}").contains("lexical: true"));
+
+        let (_, vectors) = corpus(12, 16, 21);
+        let none = WriteOptions { lexical: None };
+        write_index_with(&p, &meta(16), &passages, &vectors, &none).unwrap();
+        let ix = Index::open(&p).unwrap();
+        ix.verify().unwrap();
+        assert!(ix.lexical().is_none());
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(section(&bytes, SEC_LEXICAL), (0, 0));
+        assert_eq!(
+            u32::from_le_bytes(bytes[8..12].try_into().unwrap()),
+            FORMAT_VERSION
+        );
+
+        let words = WriteOptions {
+            lexical: Some((
+                AnalyzerSpec {
+                    kind: AnalyzerKind::Words,
+                },
+                Bm25 { k1: 0.8, b: 0.3 },
+            )),
+        };
+        write_index_with(&p, &meta(16), &passages, &vectors, &words).unwrap();
+        let ix = Index::open(&p).unwrap();
+        let lex = ix.lexical().unwrap();
+        assert_eq!(
+            (lex.spec().kind, lex.bm25()),
+            (AnalyzerKind::Words, Bm25 { k1: 0.8, b: 0.3 })
+        );
+        let bad = WriteOptions {
+            lexical: Some((
+                AnalyzerSpec {
+                    kind: AnalyzerKind::CharNgrams { n: 9 },
+                },
+                Bm25::default(),
+            )),
+        };
+        let err = write_index_with(&p, &meta(16), &passages, &vectors, &bad).unwrap_err();
+        assert!(matches!(err, IndexError::Invalid { .. }), "{err}");
+        assert!(err.to_string().contains("lexical"), "{err}");
+    }
+
+    #[test]
+    fn a_v1_reader_view_of_a_v2_file() {
+        // What a v1 reader does with a v2 file: min_reader_version is 1, the lexical entry is
+        // in its reserved bytes and the section sits between the blob and the footer, which
+        // v1 allows. Here: a v2 file relabelled as format 1 opens dense-only, the same way.
+        let dir = tempfile::tempdir().unwrap();
+        let (p, _, _) = build(dir.path(), 9, 16, 22);
+        let mut b = std::fs::read(&p).unwrap();
+        assert_eq!(u32::from_le_bytes(b[12..16].try_into().unwrap()), 1);
+        put_u32(&mut b, OFF_FORMAT_VERSION, 1);
+        let ix = open_bytes(dir.path(), &b).unwrap();
+        assert!(ix.lexical().is_none());
+        assert_eq!(ix.len(), 9);
+        // and a v1 file's reserved bytes, where v2 keeps the lexical entry, are not read
+        let (off, _) = section(&b, SEC_LEXICAL);
+        put_u64(&mut b, OFF_SECTIONS + 16 * SEC_LEXICAL, off as u64 + 1);
+        assert!(open_bytes(dir.path(), &b).unwrap().lexical().is_none());
+        put_u32(&mut b, OFF_FORMAT_VERSION, 2);
+        assert!(open_bytes(dir.path(), &b).is_err(), "misaligned in v2");
+    }
+
+    #[test]
+    fn corrupt_lexical_section_is_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, _, _) = build(dir.path(), 8, 16, 23);
+        let orig = std::fs::read(&p).unwrap();
+        let (off, len) = section(&orig, SEC_LEXICAL);
+        let n = orig.len();
+        let check = |b: &[u8], what: &str| {
+            let err = open_bytes(dir.path(), b).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    IndexError::Corrupt { .. } | IndexError::Truncated { .. }
+                ),
+                "{what}: {err}"
+            );
+            let msg = err.to_string();
+            assert!(msg.contains("m.idx"), "{what}: {msg}");
+            msg
+        };
+        // its magic
+        let mut b = orig.clone();
+        b[off] ^= 0xff;
+        assert!(check(&b, "magic").contains("lexical section"));
+        // its document count disagrees with the index's
+        let mut b = orig.clone();
+        put_u64(&mut b, off + 32, 9);
+        check(&b, "doc count");
+        // its table entry: past the footer, overlapping the blob, overflowing
+        for (field, v) in [
+            (8usize, n as u64),
+            (0, section(&orig, SEC_BLOB).0 as u64),
+            (8, u64::MAX),
+            (0, u64::MAX - 63),
+        ] {
+            let mut b = orig.clone();
+            put_u64(&mut b, OFF_SECTIONS + 16 * SEC_LEXICAL + field, v);
+            check(&b, &format!("entry field {field} = {v}"));
+        }
+        // every cut inside it
+        for cut in (off..off + len).step_by(7) {
+            assert!(
+                open_bytes(dir.path(), &orig[..cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
     }
 }

@@ -14,6 +14,10 @@
 //!   front to back, with the CRC updated as the bytes go by: no seeking back, no second pass.
 //! - **Reproducible.** The output is a pure function of the input (no timestamps, no hash-map
 //!   iteration order, deterministic quantisation), so identical input gives identical bytes.
+//! - **Lexical by default.** [`write_index`] adds the BM25 section (format v2) with the
+//!   default analyzer, so every caller gets hybrid search without asking;
+//!   [`write_index_with`] chooses the analyzer and BM25 parameters, or leaves it out. The
+//!   section is built in memory before the file is created (its errors are input errors).
 
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -24,9 +28,27 @@ use std::path::{Path, PathBuf};
 use super::error::IndexError;
 use super::format::{
     ALIGN, FOOTER_MAGIC, FORMAT_VERSION, Header, IndexMeta, MAGIC, MAX_DIM, MIN_DIM,
-    MIN_READER_VERSION, PassageRecord, SEC_BLOB, encode_record, layout, quantize_i8, record_len,
-    sign_code,
+    MIN_READER_VERSION, PassageRecord, SEC_BLOB, SEC_LEXICAL, encode_record, layout, quantize_i8,
+    record_len, sign_code,
 };
+use crate::lexical::{self, AnalyzerSpec, Bm25, DEFAULT_ANALYZER};
+
+/// What [`write_index_with`] writes besides the dense part.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WriteOptions {
+    /// The lexical (BM25) section's analyzer and parameters; `None`: no lexical section
+    /// (the file is still format v2, and opens dense-only).
+    pub lexical: Option<(AnalyzerSpec, Bm25)>,
+}
+
+impl Default for WriteOptions {
+    /// A lexical section with [`DEFAULT_ANALYZER`] and BM25 k1 = 1.2, b = 0.75.
+    fn default() -> Self {
+        WriteOptions {
+            lexical: Some((DEFAULT_ANALYZER, Bm25::default())),
+        }
+    }
+}
 
 /// Writes the whole index: to `path.tmp-<pid>` next to `path`, fsync, rename over `path`,
 /// fsync the directory.
@@ -35,12 +57,25 @@ use super::format::{
 /// `passages[i]`. Errors: empty corpus ([`IndexError::Empty`]), duplicate `(id, chunk)` pairs
 /// ([`IndexError::DuplicateId`]), wrong lengths / bad dimension / non-finite values / oversized
 /// strings ([`IndexError::Invalid`]), and I/O ([`IndexError::Io`], naming the file that failed).
-/// Output is byte-identical for identical input.
+/// Output is byte-identical for identical input. Writes the lexical section with the default
+/// analyzer: `write_index_with(.., &WriteOptions::default())`.
 pub fn write_index(
     path: &Path,
     meta: &IndexMeta,
     passages: &[PassageRecord],
     vectors: &[f32],
+) -> Result<(), IndexError> {
+    write_index_with(path, meta, passages, vectors, &WriteOptions::default())
+}
+
+/// [`write_index`] with a choice of lexical section (analyzer, BM25 parameters, or none).
+/// A lexical section that cannot be built (bad parameters) is [`IndexError::Invalid`].
+pub fn write_index_with(
+    path: &Path,
+    meta: &IndexMeta,
+    passages: &[PassageRecord],
+    vectors: &[f32],
+    options: &WriteOptions,
 ) -> Result<(), IndexError> {
     let invalid = |what: String| IndexError::Invalid {
         path: path.to_path_buf(),
@@ -101,7 +136,12 @@ pub fn write_index(
             .checked_add(len)
             .ok_or_else(|| invalid("passage text too large".to_string()))?;
     }
-    let (sections, footer_at) = layout(count as u64, dim as u64, blob_len)
+    let lexical = match &options.lexical {
+        Some((spec, bm25)) => lexical::build(passages, spec, *bm25)
+            .map_err(|e| invalid(format!("lexical section: {e}")))?,
+        None => Vec::new(),
+    };
+    let (sections, footer_at) = layout(count as u64, dim as u64, blob_len, lexical.len() as u64)
         .ok_or_else(|| invalid("index too large for a 64-bit file offset".to_string()))?;
     let header = Header {
         magic: MAGIC,
@@ -131,7 +171,7 @@ pub fn write_index(
     let result = (|| -> Result<(), IndexError> {
         let file = File::create(&tmp).map_err(io_err(&tmp))?;
         let mut w = CrcWriter::new(BufWriter::with_capacity(1 << 16, file));
-        write_body(&mut w, &header, passages, vectors, dim).map_err(io_err(&tmp))?;
+        write_body(&mut w, &header, passages, vectors, dim, &lexical).map_err(io_err(&tmp))?;
         debug_assert_eq!(w.pos, footer_at, "layout and written bytes disagree");
         let crc = w.hasher.clone().finalize();
         let mut footer = [0u8; 16];
@@ -161,6 +201,7 @@ fn write_body<W: Write>(
     passages: &[PassageRecord],
     vectors: &[f32],
     dim: usize,
+    lexical: &[u8],
 ) -> std::io::Result<()> {
     w.write_all(&header.encode())?;
 
@@ -203,7 +244,14 @@ fn write_body<W: Write>(
         encode_record(p, &mut rec);
         w.write_all(&rec)?;
     }
-    w.pad()
+    w.pad()?;
+
+    if !lexical.is_empty() {
+        debug_assert_eq!(w.pos, header.sections[SEC_LEXICAL].offset);
+        w.write_all(lexical)?;
+        w.pad()?;
+    }
+    Ok(())
 }
 
 /// Counts bytes and folds them into the CRC on their way to the file.

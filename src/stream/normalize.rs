@@ -86,8 +86,10 @@ fn strip_phrase<'t>(text: &'t str, phrase: &[String]) -> Option<&'t str> {
     Some(rest)
 }
 
-/// Lower-cased words of `text`, single-space separated, appended to `out`.
-fn lower_words(text: &str, out: &mut String) {
+/// Lower-cased words of `text`, single-space separated, appended to `out`. Also the
+/// word split of the lexical analyzer (`lexical::analyze`), so a partial and a passage are
+/// tokenised alike.
+pub(crate) fn lower_words(text: &str, out: &mut String) {
     let mut in_word = false;
     for c in text.chars() {
         if c.is_alphanumeric() || (c == '\'' && in_word) {

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::embed::HashEmbedder;
+use crate::hybrid::HybridSearcher;
 use crate::index::{Index, IndexMeta, PassageRecord, write_index};
 
 const CORPUS: &[(&str, &str)] = &[
@@ -57,7 +58,7 @@ fn retriever(index: &Index, cfg: StreamConfig) -> StreamingRetriever<'_, HashEmb
     StreamingRetriever::new(
         cfg,
         HashEmbedder,
-        Searcher::new(index).unwrap(),
+        HybridSearcher::new(index).unwrap(),
         Normalizer::default(),
     )
 }
@@ -333,4 +334,328 @@ fn empty_finals_fall_back_to_the_newest_partial() {
     let out = r.finalize("um").unwrap();
     assert_eq!(out.path, FinalPath::Empty);
     assert!(out.hits.is_empty());
+}
+
+// ---- lexical and hybrid retrievers (the test index has a lexical section) ----
+
+fn hybrid_cfg(retriever: Retriever) -> StreamConfig {
+    StreamConfig { retriever, ..cfg() }
+}
+
+fn ids(index: &Index, hits: &[crate::fusion::Scored]) -> Vec<String> {
+    hits.iter()
+        .map(|h| index.passage(h.index as usize).unwrap().id.to_string())
+        .collect()
+}
+
+fn lexical_ids(index: &Index, r: &StreamingRetriever<'_, HashEmbedder>) -> Vec<String> {
+    r.lexical_candidates()
+        .iter()
+        .map(|h| index.passage(h.index as usize).unwrap().id.to_string())
+        .collect()
+}
+
+#[test]
+fn the_test_index_has_a_lexical_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    assert!(index.lexical().is_some());
+    assert_eq!(
+        Retriever::resolve(None, &index).unwrap(),
+        Retriever::Hybrid,
+        "hybrid by default"
+    );
+}
+
+#[test]
+fn hybrid_queries_every_partial_lexically_and_speculates_densely_on_the_trigger() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let mut r = retriever(&index, hybrid_cfg(Retriever::Hybrid));
+    // One word: no trigger, no embed, but a lexical query.
+    assert_eq!(r.observe("Tokyo").unwrap(), Observed::Waiting);
+    assert_eq!((r.counts().embeds, r.counts().lexical_searches), (0, 1));
+    assert_eq!(
+        lexical_ids(&index, &r).first().map(String::as_str),
+        Some("tokyo")
+    );
+    assert!(r.candidates().is_empty(), "no dense speculation yet");
+    // The best guess without any embedding: lexical alone.
+    let guess = r.speculative_guess(3);
+    assert_eq!(ids(&index, guess)[0], "tokyo");
+    assert_eq!(guess[0].dense, None);
+
+    assert_eq!(
+        r.observe("tokyo is the capital").unwrap(),
+        Observed::Speculated
+    );
+    assert_eq!(r.counts().lexical_searches, 2);
+    // The speculative candidates are the union of both sides.
+    let spec: Vec<u32> = r.speculative_candidates().collect();
+    for h in r.lexical_candidates() {
+        assert!(spec.contains(&h.index));
+    }
+    for c in r.candidates() {
+        assert!(spec.contains(&c.index));
+    }
+    let guess = r.speculative_guess(3);
+    assert_eq!(ids(&index, guess)[0], "tokyo");
+    assert!(guess[0].dense.is_some() && guess[0].bm25.is_some());
+
+    let out = r.finalize("Tokyo is the capital.").unwrap();
+    assert_eq!(out.path, FinalPath::Reuse);
+    assert!(out.reused_embedding);
+    assert_eq!(top_id(&index, &out), "tokyo");
+    let top = out.hits[0];
+    assert!(top.dense.is_some() && top.bm25.is_some(), "{top:?}");
+    assert!(
+        out.hits.iter().all(|h| h.dense.is_some()),
+        "every hit reranked"
+    );
+    // Convex fusion: scores in [0, 1], best first.
+    assert!(
+        out.hits
+            .iter()
+            .all(|h| (-1e-6..=1.0 + 1e-6).contains(&h.score))
+    );
+    assert!(out.hits.windows(2).all(|w| w[0].score >= w[1].score));
+}
+
+#[test]
+fn the_lexical_side_rescues_a_stale_speculation_the_reflector_kept() {
+    // As in the reflector test: one stale dense candidate, a permissive reflector. Dense
+    // alone can only rerank that candidate; hybrid also has the final's lexical top-C.
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let stale = |kind| StreamConfig {
+        retriever: kind,
+        idle_embed: false,
+        reflector_threshold: -2.0,
+        max_speculative_results: 1,
+        ..cfg()
+    };
+    for (kind, expected) in [(Retriever::Dense, "weather"), (Retriever::Hybrid, "paris")] {
+        let mut r = retriever(&index, stale(kind));
+        r.observe("what is the weather like").unwrap();
+        let out = r.finalize("paris is the capital of which country").unwrap();
+        assert_eq!(out.path, FinalPath::Rerank, "{kind}");
+        assert_eq!(top_id(&index, &out), expected, "{kind}");
+    }
+    // A stale speculation judged so by the reflector: a full scan + lexical, fused.
+    let mut r = retriever(
+        &index,
+        StreamConfig {
+            idle_embed: false,
+            max_speculative_results: 1,
+            ..hybrid_cfg(Retriever::Hybrid)
+        },
+    );
+    r.observe("what is the weather like").unwrap();
+    let out = r.finalize("paris is the capital of which country").unwrap();
+    assert_eq!(out.path, FinalPath::Full);
+    assert_eq!(top_id(&index, &out), "paris");
+    assert!(out.timings.lexical_ms >= 0.0 && out.hits[0].bm25.is_some());
+}
+
+#[test]
+fn the_lexical_retriever_never_embeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let mut r = retriever(&index, hybrid_cfg(Retriever::Lexical));
+    for p in ["turn", "turn off the", "turn off the kitchen lights"] {
+        assert_eq!(r.observe(p).unwrap(), Observed::Waiting);
+    }
+    assert!(!r.idle().unwrap(), "nothing to embed");
+    assert_eq!(ids(&index, r.speculative_guess(1)), ["lights"]);
+    let out = r.finalize("turn off the kitchen lights").unwrap();
+    assert_eq!(out.path, FinalPath::Lexical);
+    assert_eq!((out.counts.embeds, out.counts.lexical_searches), (0, 3));
+    assert_eq!(top_id(&index, &out), "lights");
+    assert!(out.hits.len() <= 3, "top_k");
+    assert!(
+        out.hits
+            .iter()
+            .all(|h| h.dense.is_none() && h.bm25 == Some(h.score))
+    );
+    // A final with no known term: no results, no panic.
+    let out = r.finalize("zzzz qqqq").unwrap();
+    assert!(out.hits.is_empty());
+}
+
+#[test]
+fn the_baseline_with_hybrid_searches_the_final_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let mut r = retriever(
+        &index,
+        StreamConfig {
+            enabled: false,
+            ..hybrid_cfg(Retriever::Hybrid)
+        },
+    );
+    r.observe("turn off the kitchen").unwrap();
+    assert_eq!(
+        r.counts().lexical_searches,
+        0,
+        "baseline: nothing before the final"
+    );
+    let out = r.finalize("turn off the kitchen lights").unwrap();
+    assert_eq!((out.path, out.counts.embeds), (FinalPath::Full, 1));
+    assert_eq!(top_id(&index, &out), "lights");
+    assert!(out.hits[0].bm25.is_some() && out.hits[0].dense.is_some());
+}
+
+#[test]
+fn words_only_earlier_partials_had_count_with_revision_weight() {
+    // The recognizer had "paris" in a partial and dropped it from the final.
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let run = |w: f32| {
+        let mut r = retriever(
+            &index,
+            StreamConfig {
+                revision_weight: w,
+                ..hybrid_cfg(Retriever::Lexical)
+            },
+        );
+        r.observe("paris capital").unwrap();
+        r.finalize("which capital").unwrap()
+    };
+    let bm25 = |out: &Outcome, id: &str| {
+        out.hits
+            .iter()
+            .find(|h| index.passage(h.index as usize).unwrap().id == id)
+            .and_then(|h| h.bm25)
+            .unwrap_or(0.0)
+    };
+    let without = run(0.0);
+    assert!(
+        bm25(&without, "paris") <= bm25(&without, "tokyo") + 1e-4,
+        "only 'capital' counts: {:?}",
+        without.hits
+    );
+    let with = run(1.0);
+    assert_eq!(top_id(&index, &with), "paris");
+    assert!(bm25(&with, "paris") > bm25(&with, "tokyo") + 1e-3);
+}
+
+#[test]
+fn speculative_guess_of_the_dense_retriever_reranks_its_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let mut r = retriever(&index, cfg());
+    assert!(r.speculative_guess(3).is_empty(), "nothing embedded yet");
+    r.observe("turn off the kitchen lights").unwrap();
+    let guess = r.speculative_guess(3);
+    assert_eq!(ids(&index, guess)[0], "lights");
+    assert!(
+        guess
+            .iter()
+            .all(|h| h.bm25.is_none() && h.dense == Some(h.score))
+    );
+    assert_eq!(r.counts().lexical_searches, 0, "dense: no lexical query");
+}
+
+/// An embedder that allocates nothing (the fake lower-cases through a `String`).
+struct NoAlloc;
+
+impl Embed for NoAlloc {
+    fn embed_into(&mut self, text: &str, out: &mut Embedding) -> Result<usize, EmbedError> {
+        out.fill(0.0);
+        for (i, b) in text.bytes().enumerate() {
+            out[(b as usize * 7 + i) % DIM] += 1.0;
+        }
+        out[0] += 1.0;
+        crate::embed::l2_normalize(out);
+        Ok(text.len())
+    }
+    fn count_tokens(&mut self, text: &str) -> Result<usize, EmbedError> {
+        Ok(text.len())
+    }
+    fn fingerprint(&self) -> crate::embed::Fingerprint {
+        HashEmbedder.fingerprint()
+    }
+}
+
+#[test]
+fn no_allocation_per_partial_after_warm_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    for kind in Retriever::ALL {
+        let mut r = StreamingRetriever::new(
+            StreamConfig {
+                retriever: kind,
+                trigger_interval: 1,
+                similarity_threshold: 2.0,
+                revision_weight: 0.5,
+                ..cfg()
+            },
+            NoAlloc,
+            HybridSearcher::new(&index).unwrap(),
+            Normalizer::default(),
+        );
+        let partials = [
+            "set a",
+            "set a timer",
+            "santa timer for",
+            "set a timer for ten",
+            "set a timer for ten minutes in the kitchen",
+        ];
+        let utterance = |r: &mut StreamingRetriever<'_, NoAlloc>| {
+            for p in partials {
+                r.observe(p).unwrap();
+                let _ = r.speculative_guess(5);
+                r.idle().unwrap();
+            }
+            r.finalize("set a timer for ten minutes").unwrap()
+        };
+        utterance(&mut r); // warm-up: buffers reach their size
+        let before = alloc_count::count();
+        let out = utterance(&mut r);
+        let after = alloc_count::count();
+        assert_eq!(after - before, 0, "{kind}: allocations in one utterance");
+        assert!(!out.hits.is_empty(), "{kind}");
+    }
+}
+
+/// Counts this thread's heap allocations (for the test above).
+mod alloc_count {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        static COUNT: Cell<u64> = const { Cell::new(0) };
+    }
+
+    pub struct Counting;
+
+    fn bump() {
+        let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+    }
+
+    // SAFETY: forwards to the system allocator; only counts.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            bump();
+            unsafe { System.alloc(l) }
+        }
+        unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+            bump();
+            unsafe { System.alloc_zeroed(l) }
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: Layout, size: usize) -> *mut u8 {
+            bump();
+            unsafe { System.realloc(p, l, size) }
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            unsafe { System.dealloc(p, l) }
+        }
+    }
+
+    #[global_allocator]
+    static GLOBAL: Counting = Counting;
+
+    pub fn count() -> u64 {
+        COUNT.with(|c| c.get())
+    }
 }

@@ -9,6 +9,11 @@ of the final results against the Spoken-SQuAD qrels, the share of utterances per
 and end-of-utterance → results latency (p50, p90, p99). Standard library only.
 
     python3 tools/bench/replay.py --index ss.idx [--pace 6] [--extra "--trigger-interval 2"]
+        [--retriever dense,lexical,hybrid] [--revision-weight 0,0.25,1]
+
+With --retriever, one baseline and one streaming row per retriever (default: the
+index's default, hybrid for an index with a lexical section); with --revision-weight,
+one streaming row per weight of the words only earlier partials had.
 """
 
 import argparse
@@ -66,6 +71,9 @@ def main():
     ap.add_argument("--pace", type=float, default=6.0)
     ap.add_argument("--extra", default="", help="extra flags for the streaming run")
     ap.add_argument("--no-baseline", action="store_true", help="only the streaming run")
+    ap.add_argument("--retriever", default="", help="comma-separated retrievers, rows for each")
+    ap.add_argument("--revision-weight", default="",
+                    help="comma-separated revision weights, a streaming row for each")
     ap.add_argument("--final-delay", default="0", help="seconds from end of audio to the final "
                     "(the recordings stamp finals at the end of the audio; a live recognizer "
                     "sends them after its endpointing silence)")
@@ -83,14 +91,25 @@ def main():
         print("| mode | hit@1 | hit@10 | paths | speculative searches / utt. | "
               "eou→result p50 ms | p90 | p99 |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-        if not args.no_baseline:
-            base = run(args.primd, args.model, args.index, stream.name, args.pace, ["--no-streaming"])
-            b50, b10 = summarize("baseline (--no-streaming)", base, ids, qrels)
-        st = run(args.primd, args.model, args.index, stream.name, args.pace, args.extra.split())
-        s50, s10 = summarize("streaming" + (f" ({args.extra})" if args.extra else ""), st, ids, qrels)
-        if not args.no_baseline:
-            print(f"\np50 speed-up {b50 / max(s50, 1e-9):.0f}x; "
-                  f"hit@10 streaming − baseline = {s10 - b10:+.3f}")
+        retrievers = [r for r in args.retriever.split(",") if r] or [None]
+        weights = [w for w in args.revision_weight.split(",") if w] or [None]
+        for r in retrievers:
+            rflag = ["--retriever", r] if r else []
+            label = f"{r} " if r else ""
+            if not args.no_baseline:
+                base = run(args.primd, args.model, args.index, stream.name, args.pace,
+                           ["--no-streaming", *rflag])
+                b50, b10 = summarize(f"{label}baseline (--no-streaming)", base, ids, qrels)
+            for w in weights:
+                wflag = ["--revision-weight", w] if w else []
+                extra = [*rflag, *wflag, *args.extra.split()]
+                st = run(args.primd, args.model, args.index, stream.name, args.pace, extra)
+                name = f"{label}streaming" + (f" (revision_weight {w})" if w else "") + \
+                    (f" ({args.extra})" if args.extra else "")
+                s50, s10 = summarize(name, st, ids, qrels)
+                if not args.no_baseline:
+                    print(f"|   p50 speed-up {b50 / max(s50, 1e-9):.0f}x; "
+                          f"hit@10 streaming − baseline = {s10 - b10:+.3f} | | | | | | | |")
     finally:
         os.unlink(stream.name)
 

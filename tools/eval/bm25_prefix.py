@@ -106,6 +106,9 @@ def main():
     ap.add_argument("--queries", required=True)
     ap.add_argument("--qrels", required=True)
     ap.add_argument("--primd-records", help="prefix_records.jsonl from primd eval --out")
+    ap.add_argument("--primd-retriever", default="dense",
+                    help="which retriever's records to compare (primd eval writes one "
+                    "record per retriever and query)")
     ap.add_argument("--out", help="write BM25's per-query records here (JSON lines)")
     args = ap.parse_args()
 
@@ -165,7 +168,8 @@ def main():
         dense = {}
         for line in open(args.primd_records):
             r = json.loads(line)
-            dense[r["id"]] = r
+            if r.get("retriever", args.primd_retriever) == args.primd_retriever:
+                dense[r["id"]] = r
         both = [i for i in recs if i in dense]
         print(f"\n### dense (primd) vs BM25, query by query ({len(both)} queries in both)\n")
         mism = sum(recs[i]["n"] != dense[i]["n"] for i in both)

@@ -1,14 +1,23 @@
 #!/usr/bin/env python3
-"""Search quality of an index on a question set with qrels: exact vs binary + rerank.
+"""Search quality of an index on a question set with qrels, per retriever.
 
-Runs `primd search` once with --exact and once per candidate count C, on every query,
-and reports hit@1, hit@10, MRR@10 (a query is a hit at rank r when the r-th result is a
-chunk of a relevant document) and the top-10 overlap with exact search (passages, i.e.
-(id, chunk) pairs). Standard library only.
+Runs `primd search` on every query once per row and reports hit@1, hit@10, MRR@10 (a
+query is a hit at rank r when the r-th result is a chunk of a relevant document), and,
+when the exact dense search ran, the top-10 overlap with it (passages, i.e. (id, chunk)
+pairs). Rows:
+- `--retriever dense,lexical,hybrid`: one row each, at the defaults (hybrid: the
+  default fusion rule and weight);
+- `--weights 0,0.1,...,1`: hybrid with the convex fusion at each lexical weight (the
+  curve weight vs hit@1/hit@10);
+- `--fusion rrf` (or `convex,rrf`): hybrid with each fusion rule at its default weight;
+- `--exact` and `--candidates 10,50,...`: the dense exact reference and binary top-C +
+  rerank (the 1-bit scan study).
+Standard library only.
 
     python3 tools/eval/search_quality.py --index ss.idx \
         --queries ../shared/data/spoken-squad/queries.jsonl \
-        --qrels ../shared/data/spoken-squad/qrels.tsv [--candidates 10,50,100,200]
+        --qrels ../shared/data/spoken-squad/qrels.tsv \
+        --retriever dense,lexical,hybrid [--weights 0,0.1,0.2,...,1] [--fusion rrf]
 """
 
 import argparse
@@ -30,12 +39,13 @@ def run_search(primd, model, index, queries_path, extra):
                              check=True).stdout
         secs = time.time() - t0
     results = {}
-    scan_ms = []
+    search_ms = []
     for line in out.decode().splitlines():
         r = json.loads(line)
         results[str(r["id"])] = [(h["id"], h["chunk"]) for h in r["results"]]
-        scan_ms.append(r["ms"]["scan"] + r["ms"]["rerank"])
-    return results, secs, scan_ms
+        ms = r["ms"]
+        search_ms.append(ms.get("lexical", 0.0) + ms["scan"] + ms["rerank"])
+    return results, secs, search_ms
 
 
 def metrics(results, qrels):
@@ -47,8 +57,12 @@ def metrics(results, qrels):
             hit10 += 1
             hit1 += rank == 1
             mrr += 1.0 / rank
-    n = len(results)
+    n = max(1, len(results))
     return hit1 / n, hit10 / n, mrr / n
+
+
+def csv(s):
+    return [x.strip() for x in s.split(",") if x.strip()] if s else []
 
 
 def main():
@@ -59,33 +73,65 @@ def main():
     ap.add_argument("--model", default=os.path.join(ROOT, "models"))
     ap.add_argument("--primd", default=os.path.join(
         os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "primd"))
-    ap.add_argument("--candidates", default="10,50,100,200")
+    ap.add_argument("--retriever", default="",
+                    help="comma-separated retrievers, one row each (dense,lexical,hybrid)")
+    ap.add_argument("--weights", default="",
+                    help="hybrid convex fusion at each lexical weight, e.g. 0,0.1,...,1")
+    ap.add_argument("--fusion", default="", help="hybrid rows per fusion rule: convex,rrf")
+    ap.add_argument("--candidates", default=None,
+                    help="dense binary top-C + rerank rows (default 10,50,100,200 when no "
+                    "--retriever/--weights/--fusion is given)")
+    ap.add_argument("--exact", action="store_true",
+                    help="the dense exact row (always run with --candidates)")
+    ap.add_argument("--extra", default="", help="extra flags for every primd search")
     ap.add_argument("--int8", action="store_true",
-                    help="the index was built with --int8: search with the int8 embedder")
+                    help="force the int8 embedder (the index decides by default)")
     args = ap.parse_args()
-    precision = ["--int8"] if args.int8 else []
+    common = (["--int8"] if args.int8 else []) + args.extra.split()
 
+    hybrid_rows = args.retriever or args.weights or args.fusion
+    candidates = csv(args.candidates if args.candidates is not None
+                     else ("" if hybrid_rows else "10,50,100,200"))
     qrels = load_qrels(args.qrels)
 
-    exact, secs, lat = run_search(args.primd, args.model, args.index, args.queries,
-                                   ["--exact", *precision])
-    rows = [("exact (int8 brute force)", exact, secs, lat)]
-    for c in args.candidates.split(","):
-        res, secs, lat = run_search(args.primd, args.model, args.index, args.queries,
-                                    ["--candidates", c, *precision])
-        rows.append((f"binary top-{c} + rerank", res, secs, lat))
+    rows = []  # (name, results, secs, latencies)
 
-    print(f"\n{len(exact)} queries, index {os.path.basename(args.index)}\n")
-    print("| search | hit@1 | hit@10 | MRR@10 | top-10 overlap with exact | hit@10 / exact | scan+rerank ms (median) |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    base = metrics(exact, qrels)
+    def row(name, extra):
+        res, secs, lat = run_search(args.primd, args.model, args.index, args.queries,
+                                    [*extra, *common])
+        rows.append((name, res, secs, lat))
+        h1, h10, mrr = metrics(res, qrels)
+        print(f"  {name}: hit@1 {h1:.3f} hit@10 {h10:.3f} MRR@10 {mrr:.3f} ({secs:.0f} s)",
+              flush=True)
+        return res
+
+    exact = None
+    if args.exact or candidates:
+        exact = row("dense exact (int8 brute force)", ["--exact", "--retriever", "dense"])
+    for c in candidates:
+        row(f"dense binary top-{c} + rerank", ["--retriever", "dense", "--candidates", c])
+    for r in csv(args.retriever):
+        row(r, ["--retriever", r])
+    for w in csv(args.weights):
+        row(f"hybrid convex, lexical_weight {w}",
+            ["--retriever", "hybrid", "--fusion", "convex", "--lexical-weight", w])
+    for f in csv(args.fusion):
+        row(f"hybrid {f}", ["--retriever", "hybrid", "--fusion", f])
+
+    n = len(rows[0][1]) if rows else 0
+    print(f"\n{n} queries, index {os.path.basename(args.index)}\n")
+    print("| search | hit@1 | hit@10 | MRR@10 | top-10 overlap with dense exact | "
+          "search ms (median, after embed) |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for name, res, secs, lat in rows:
         h1, h10, mrr = metrics(res, qrels)
-        overlap = sum(len(set(res[q][:10]) & set(exact[q][:10])) / max(1, len(exact[q][:10]))
-                      for q in exact) / len(exact)
+        overlap = "–"
+        if exact:
+            overlap = "%.3f" % (sum(len(set(res[q][:10]) & set(exact[q][:10]))
+                                    / max(1, len(exact[q][:10])) for q in exact) / len(exact))
         lat.sort()
-        print(f"| {name} | {h1:.3f} | {h10:.3f} | {mrr:.3f} | {overlap:.3f} | "
-              f"{h10 / base[1]:.3f} | {lat[len(lat) // 2]:.3f} |")
+        print(f"| {name} | {h1:.3f} | {h10:.3f} | {mrr:.3f} | {overlap} | "
+              f"{lat[len(lat) // 2]:.3f} |")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@
 //! then writes the index to a temporary file, fsyncs and renames it, so a crash never
 //! leaves half an index under the final name. The same input and options always give a
 //! byte-identical index.
+//!
+//! By default the index also gets a lexical (BM25) section (format v2) with primd's default
+//! analyzer (`--analyzer`), so the daemon can fuse lexical and dense retrieval;
+//! `--no-lexical` writes a dense-only index.
 
 mod corpus;
 
@@ -18,7 +22,10 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use primd::embed::{DIM, Embed, Embedder, EmbedderOptions, Embedding, Precision};
-use primd::index::{IndexMeta, PassageRecord, passage_embed_text, write_index};
+use primd::index::{
+    Index, IndexMeta, PassageRecord, WriteOptions, passage_embed_text, write_index_with,
+};
+use primd::lexical::{AnalyzerSpec, Bm25, DEFAULT_ANALYZER, check_params};
 
 /// Build a primd index from a corpus.
 #[derive(Parser, Debug)]
@@ -49,6 +56,18 @@ struct Args {
     /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels): the default
     #[arg(long)]
     int8: bool,
+    /// Leave out the lexical (BM25) section: a dense-only index
+    #[arg(long)]
+    no_lexical: bool,
+    /// Lexical analyzer: words, or char3 / char4 / char5 (character n-grams within words)
+    #[arg(long, value_name = "NAME", default_value_t = DEFAULT_ANALYZER)]
+    analyzer: AnalyzerSpec,
+    /// BM25 k1 (term frequency saturation), recorded in the index
+    #[arg(long, value_name = "K1", default_value_t = Bm25::default().k1)]
+    bm25_k1: f32,
+    /// BM25 b (document length normalisation), recorded in the index
+    #[arg(long, value_name = "B", default_value_t = Bm25::default().b)]
+    bm25_b: f32,
     /// No progress bar
     #[arg(long, short)]
     quiet: bool,
@@ -73,6 +92,15 @@ fn run(args: Args) -> anyhow::Result<()> {
             args.chunk_words
         );
     }
+    let bm25 = Bm25 {
+        k1: args.bm25_k1,
+        b: args.bm25_b,
+    };
+    // Checked before the (long) embedding, not after it.
+    check_params(&args.analyzer, bm25).map_err(anyhow::Error::msg)?;
+    let options = WriteOptions {
+        lexical: (!args.no_lexical).then_some((args.analyzer, bm25)),
+    };
     let started = Instant::now();
     let docs = corpus::read(&args.input)?;
     let passages = corpus::chunk(&docs, args.chunk_words, args.overlap);
@@ -107,8 +135,29 @@ fn run(args: Args) -> anyhow::Result<()> {
         overlap_words: args.overlap,
     };
     let flat: Vec<f32> = vectors.iter().flatten().copied().collect();
-    write_index(&args.output, &meta, &passages, &flat)
+    let write_started = Instant::now();
+    write_index_with(&args.output, &meta, &passages, &flat, &options)
         .with_context(|| format!("writing {:?}", args.output))?;
+    let write_secs = write_started.elapsed().as_secs_f64();
+    let index =
+        Index::open(&args.output).with_context(|| format!("reopening {:?}", args.output))?;
+    let size = std::fs::metadata(&args.output).map_or(0, |m| m.len());
+    match index.lexical() {
+        Some(lex) => eprintln!(
+            "build-index: lexical section: {} analyzer, BM25 k1 {} b {}, {} terms, {:.1} MiB \
+             of {:.1} MiB (index written in {write_secs:.1} s)",
+            lex.spec(),
+            bm25.k1,
+            bm25.b,
+            lex.term_count(),
+            lex.section_bytes() as f64 / (1 << 20) as f64,
+            size as f64 / (1 << 20) as f64,
+        ),
+        None => eprintln!(
+            "build-index: no lexical section (--no-lexical): {:.1} MiB, dense search only",
+            size as f64 / (1 << 20) as f64
+        ),
+    }
     eprintln!(
         "build-index: {} documents → {} passages in {:?} ({:.1} passages/s embedding on {} threads, {} model, {:.1} s total)",
         docs.len(),

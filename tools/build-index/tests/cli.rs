@@ -164,3 +164,54 @@ fn int8_by_default_and_fp32_on_request_recorded_in_the_index() {
         );
     }
 }
+
+#[test]
+fn lexical_section_by_default_analyzer_on_request_or_none() {
+    use primd::lexical::{DEFAULT_ANALYZER, LexicalSearcher};
+    use primd::search::Hits;
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus.jsonl");
+    std::fs::write(
+        &corpus,
+        "{\"id\": \"paris\", \"text\": \"Paris is the capital of France.\"}\n\
+         {\"id\": \"tokyo\", \"text\": \"Tokyo is the capital of Japan.\"}\n",
+    )
+    .unwrap();
+    for (extra, want) in [
+        (&[][..], Some(DEFAULT_ANALYZER.to_string())),
+        (&["--analyzer", "words"][..], Some("words".to_string())),
+        (
+            &["--analyzer", "char3", "--bm25-k1", "0.9"][..],
+            Some("char3".to_string()),
+        ),
+        (&["--no-lexical"][..], None),
+    ] {
+        let out = dir.path().join("x.idx");
+        let o = build(&corpus, &out, extra);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{stderr}");
+        let index = primd::index::Index::open(&out).unwrap();
+        match (index.lexical(), want) {
+            (Some(lex), Some(want)) => {
+                assert_eq!(lex.spec().to_string(), want, "{extra:?}");
+                assert!(stderr.contains("lexical section"), "{stderr}");
+                let mut hits = Hits::new();
+                LexicalSearcher::new().search(&lex, "tokio japan", "", 0.0, 2, &mut hits);
+                assert_eq!(index.passage(hits[0].index as usize).unwrap().id, "tokyo");
+            }
+            (None, None) => assert!(stderr.contains("no lexical section"), "{stderr}"),
+            (got, want) => panic!("{extra:?}: {got:?} vs {want:?}"),
+        }
+    }
+    // Bad lexical options are refused before anything is embedded or written.
+    fails_with(
+        "{\"id\": \"a\", \"text\": \"x\"}\n",
+        &["--analyzer", "char9"],
+        &["--analyzer", "char9"],
+    );
+    fails_with(
+        "{\"id\": \"a\", \"text\": \"x\"}\n",
+        &["--bm25-b", "2"],
+        &["BM25 b"],
+    );
+}

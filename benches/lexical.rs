@@ -1,0 +1,320 @@
+//! Lexical (BM25) query latency and build cost, on a reproducible synthetic corpus.
+//!
+//! Corpus: a seeded Zipf vocabulary (50,000 pseudo-words made of syllables, the frequent
+//! ones shorter, word rank drawn with exponent s = 1.1), passages of 100..=180 words with a
+//! 1-3 word title of rarer words; queries: 10 words, 3 of them drawn from one passage's
+//! rarer words (what a question names) and 7 from the Zipf distribution (its function
+//! words), so each query has an answer and plenty of very common n-grams. Sizes 2.4k
+//! (the dev set's passage count), 100k and, with `PRIMD_BENCH_1M=1`, 1M passages (its
+//! section takes minutes and ~GBs to build: it is built once and cached, like the others,
+//! under `<target>/lexical-bench/`). With `../shared/data/spoken-squad` present, the
+//! real dev corpus and its typed questions too.
+//!
+//! Reported per size, single thread: `maxscore` (`LexicalSearcher::search`, the path
+//! primd uses), `exhaustive` (term-at-a-time over every posting, the reference), for the
+//! default char 4-gram analyzer and for words; and once, on stderr, build time and
+//! section / index sizes with and without the lexical section.
+//!
+//!     cargo bench --bench lexical                     # 2.4k, 100k (+ Spoken-SQuAD)
+//!     PRIMD_BENCH_1M=1 cargo bench --bench lexical    # + 1M
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use primd::index::{IndexMeta, PassageRecord, WriteOptions, write_index_with};
+use primd::lexical::{
+    AnalyzerKind, AnalyzerSpec, Bm25, DEFAULT_ANALYZER, Lexical, LexicalSearcher, build,
+};
+use primd::search::Hits;
+
+const VOCAB: usize = 50_000;
+const ZIPF_S: f64 = 1.1;
+const QUERIES: usize = 256;
+const K: usize = 100;
+const SEED: u64 = 0x00b2_5eed;
+
+const WORDS: AnalyzerSpec = AnalyzerSpec {
+    kind: AnalyzerKind::Words,
+};
+
+/// xorshift64*, seeded: the same corpus on every machine and run.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn unit(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+}
+
+struct Zipf {
+    words: Vec<String>,
+    cdf: Vec<f64>,
+}
+
+impl Zipf {
+    fn new(rng: &mut Rng) -> Zipf {
+        const ONSETS: [&str; 18] = [
+            "b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "st",
+            "tr",
+        ];
+        const VOWELS: [&str; 7] = ["a", "e", "i", "o", "u", "ai", "ou"];
+        const CODAS: [&str; 8] = ["", "", "n", "r", "s", "l", "nd", "t"];
+        let mut seen = std::collections::HashSet::new();
+        let mut words = Vec::with_capacity(VOCAB);
+        while words.len() < VOCAB {
+            let syllables = 1 + rng.below(4);
+            let w: String = (0..syllables)
+                .map(|_| {
+                    format!(
+                        "{}{}{}",
+                        ONSETS[rng.below(ONSETS.len())],
+                        VOWELS[rng.below(VOWELS.len())],
+                        CODAS[rng.below(CODAS.len())]
+                    )
+                })
+                .collect();
+            if seen.insert(w.clone()) {
+                words.push(w);
+            }
+        }
+        // Frequent words are short (as in natural language); stable for equal lengths.
+        words.sort_by_key(String::len);
+        let mut cdf = Vec::with_capacity(VOCAB);
+        let mut sum = 0.0;
+        for r in 1..=VOCAB {
+            sum += 1.0 / (r as f64).powf(ZIPF_S);
+            cdf.push(sum);
+        }
+        cdf.iter_mut().for_each(|c| *c /= sum);
+        Zipf { words, cdf }
+    }
+
+    fn rank(&self, rng: &mut Rng) -> usize {
+        let u = rng.unit();
+        self.cdf.partition_point(|&c| c < u).min(VOCAB - 1)
+    }
+
+    fn word(&self, rng: &mut Rng) -> &str {
+        &self.words[self.rank(rng)]
+    }
+}
+
+fn corpus(n: usize) -> (Vec<PassageRecord>, Vec<String>) {
+    let mut rng = Rng::new(SEED);
+    let zipf = Zipf::new(&mut rng);
+    let mut passages = Vec::with_capacity(n);
+    for i in 0..n {
+        let len = 100 + rng.below(81);
+        let text: Vec<&str> = (0..len).map(|_| zipf.word(&mut rng)).collect();
+        let title: Vec<&str> = (0..1 + rng.below(3))
+            .map(|_| zipf.words[1000 + rng.below(VOCAB - 1000)].as_str())
+            .collect();
+        passages.push(PassageRecord {
+            id: format!("z{i}"),
+            title: title.join(" "),
+            text: text.join(" "),
+            chunk: 0,
+            word_start: 0,
+            word_end: len as u32,
+        });
+    }
+    // Queries from their own stream, so they do not shift with n.
+    let mut qrng = Rng::new(SEED ^ 0xface);
+    let queries = (0..QUERIES)
+        .map(|_| {
+            let p = &passages[qrng.below(n)];
+            let mut words: Vec<&str> = p.text.split(' ').collect();
+            // its rarer words: the question's names
+            words.sort_by_key(|w| std::cmp::Reverse(w.len()));
+            let mut q: Vec<&str> = (0..3).map(|_| words[qrng.below(12)]).collect();
+            q.extend((0..7).map(|_| zipf.word(&mut qrng)));
+            q.join(" ")
+        })
+        .collect();
+    (passages, queries)
+}
+
+fn cache_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+    target.join("lexical-bench")
+}
+
+/// The section for `n` passages with `spec`, from the cache or built (and cached).
+fn section(n: usize, spec: &AnalyzerSpec, passages: &[PassageRecord]) -> Vec<u8> {
+    let dir = cache_dir();
+    let path = dir.join(format!(
+        "zipf-{n}-{spec}-v{}.lex",
+        primd::lexical::ANALYZER_VERSION
+    ));
+    if let Ok(bytes) = std::fs::read(&path)
+        && Lexical::open(&bytes).is_ok_and(|l| l.doc_count() == n)
+    {
+        return bytes;
+    }
+    let started = Instant::now();
+    let bytes = build(passages, spec, Bm25::default()).unwrap();
+    eprintln!(
+        "lexical build, {n} passages, {spec}: {:.2} s, section {:.1} MiB",
+        started.elapsed().as_secs_f64(),
+        bytes.len() as f64 / (1 << 20) as f64
+    );
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(&path, &bytes);
+    bytes
+}
+
+fn bench_queries(
+    c: &mut Criterion,
+    group: &str,
+    bytes: &[u8],
+    queries: &[String],
+    exhaustive: bool,
+) {
+    let lex = Lexical::open(bytes).unwrap();
+    let mut g = c.benchmark_group(group);
+    g.sample_size(if lex.doc_count() >= 500_000 { 20 } else { 50 });
+    let mut searcher = LexicalSearcher::new();
+    let mut hits = Hits::new();
+    // Every query once first (warm-up: buffers at their largest, pages mapped in).
+    for q in queries {
+        searcher.search(&lex, q, "", 0.0, K, &mut hits);
+    }
+    let spec = lex.spec().to_string();
+    let mut i = 0;
+    g.bench_function(format!("maxscore_{spec}"), |b| {
+        b.iter(|| {
+            i = (i + 1) % queries.len();
+            searcher.search(&lex, black_box(&queries[i]), "", 0.0, K, &mut hits);
+            black_box(hits.len())
+        })
+    });
+    if exhaustive {
+        g.bench_function(format!("exhaustive_{spec}"), |b| {
+            b.iter(|| {
+                i = (i + 1) % queries.len();
+                searcher.search_exhaustive(&lex, black_box(&queries[i]), "", 0.0, K, &mut hits);
+                black_box(hits.len())
+            })
+        });
+    }
+    g.finish();
+}
+
+/// Index sizes with and without the lexical section (random unit vectors, dim 384), and the
+/// time `write_index_with` takes for each: printed once.
+fn build_cost(passages: &[PassageRecord]) {
+    let dim = 384usize;
+    let mut rng = Rng::new(7);
+    let vectors: Vec<f32> = (0..passages.len() * dim)
+        .map(|_| rng.unit() as f32 - 0.5)
+        .collect();
+    let meta = IndexMeta {
+        dim: dim as u32,
+        fingerprint: [0; 32],
+        chunk_words: 0,
+        overlap_words: 0,
+    };
+    let dir = cache_dir();
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join("build-cost.idx");
+    for (name, opts) in [
+        ("dense only", WriteOptions { lexical: None }),
+        (
+            "dense + lexical char4",
+            WriteOptions {
+                lexical: Some((DEFAULT_ANALYZER, Bm25::default())),
+            },
+        ),
+        (
+            "dense + lexical words",
+            WriteOptions {
+                lexical: Some((WORDS, Bm25::default())),
+            },
+        ),
+    ] {
+        let started = Instant::now();
+        write_index_with(&path, &meta, passages, &vectors, &opts).unwrap();
+        let secs = started.elapsed().as_secs_f64();
+        let size = std::fs::metadata(&path).unwrap().len();
+        eprintln!(
+            "write_index_with, {} passages, {name}: {secs:.2} s, {:.1} MiB",
+            passages.len(),
+            size as f64 / (1 << 20) as f64
+        );
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+fn spoken_squad() -> Option<(Vec<PassageRecord>, Vec<String>)> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/spoken-squad");
+    let corpus = std::fs::read_to_string(root.join("corpus.jsonl")).ok()?;
+    let queries = std::fs::read_to_string(root.join("queries.jsonl")).ok()?;
+    let field = |line: &str, key: &str| -> Option<String> {
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        Some(v.get(key)?.as_str()?.to_string())
+    };
+    let passages = corpus
+        .lines()
+        .enumerate()
+        .map(|(i, l)| PassageRecord {
+            id: format!("s{i}"),
+            title: field(l, "title").unwrap_or_default(),
+            text: field(l, "text").unwrap_or_default(),
+            chunk: 0,
+            word_start: 0,
+            word_end: 0,
+        })
+        .collect();
+    let queries = queries
+        .lines()
+        .take(1000)
+        .filter_map(|l| field(l, "text"))
+        .collect();
+    Some((passages, queries))
+}
+
+fn lexical(c: &mut Criterion) {
+    let mut sizes = vec![2_400usize, 100_000];
+    if std::env::var_os("PRIMD_BENCH_1M").is_some() {
+        sizes.push(1_000_000);
+    }
+    for &n in &sizes {
+        let (passages, queries) = corpus(n);
+        let name = if n >= 1_000_000 {
+            format!("lexical_{}m", n / 1_000_000)
+        } else {
+            format!("lexical_{:.1}k", n as f64 / 1000.0)
+        };
+        let char4 = section(n, &DEFAULT_ANALYZER, &passages);
+        if n <= 100_000 {
+            build_cost(&passages);
+            let words = section(n, &WORDS, &passages);
+            bench_queries(c, &name, &words, &queries, true);
+        }
+        drop(passages);
+        bench_queries(c, &name, &char4, &queries, true);
+    }
+    if let Some((passages, queries)) = spoken_squad() {
+        let bytes = build(&passages, &DEFAULT_ANALYZER, Bm25::default()).unwrap();
+        bench_queries(c, "lexical_spoken_squad", &bytes, &queries, true);
+    }
+}
+
+criterion_group!(benches, lexical);
+criterion_main!(benches);

@@ -1,0 +1,470 @@
+//! The lexical section reader: a validated, borrowed view ([`Lexical`]) and a posting-list
+//! cursor ([`Postings`]) over the mapped bytes.
+//!
+//! `open` runs the cheap checks once (header, analyzer, BM25 parameters, sub-sections in
+//! bounds and apart, the fst's own checksum, term records in order and inside the postings,
+//! document lengths adding up): O(terms + documents), no postings touched, so start-up does
+//! not page in the postings. Everything after that reads with bounds-checked accessors:
+//! a corrupt posting block yields garbage (documents dropped, odd scores) or nothing, but
+//! never a panic and never an out-of-bounds read. Cursors only move forward and every
+//! document they yield is `< doc_count` and larger than the one before, which is what the
+//! searchers' loops rely on to terminate and to index their per-document arrays.
+//!
+//! The fst crate does not validate a map's nodes when it opens one (a malformed node can
+//! make its lookups panic); its checksum, verified here at open (CRC32C over the dictionary
+//! only, which is small next to the postings), turns every accidental corruption into a
+//! refusal. A file forged to carry a valid checksum over malformed nodes is outside what
+//! this check can catch.
+
+use std::fmt;
+
+use super::analyze::ANALYZER_VERSION;
+use super::build::check_params;
+use super::format::{
+    BLOCK, BLOCK_ENTRY, BlockEntry, LEX_ALIGN, LEX_HEADER, LEX_MAGIC, LEX_VERSION, LexHeader,
+    SUB_COUNT, SUB_DOCLENS, SUB_FST, SUB_NAMES, SUB_POSTINGS, SUB_TERMS, Scorer, TERM_RECORD,
+    TermRecord, avgdl, block_count, decode_spec, get_varint, idf, u32_at,
+};
+use super::{AnalyzerSpec, Bm25};
+
+/// A validated, borrowed view of the lexical section of a mapped index.
+#[derive(Clone)]
+pub struct Lexical<'a> {
+    fst: fst::Map<&'a [u8]>,
+    terms: &'a [u8],
+    doclens: &'a [u8],
+    postings: &'a [u8],
+    spec: AnalyzerSpec,
+    bm25: Bm25,
+    doc_count: usize,
+    term_count: usize,
+    total_len: u64,
+    scorer: Scorer,
+    /// Size of the whole section.
+    section_bytes: usize,
+}
+
+impl fmt::Debug for Lexical<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lexical")
+            .field("spec", &self.spec)
+            .field("bm25", &self.bm25)
+            .field("doc_count", &self.doc_count)
+            .field("term_count", &self.term_count)
+            .field("postings_bytes", &self.postings.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Lexical<'a> {
+    /// Validates the section (see the module doc) and opens its term dictionary in place.
+    /// The error says what is wrong, for `IndexError::Corrupt`.
+    pub fn open(bytes: &'a [u8]) -> Result<Self, String> {
+        let lex = Self::parse(bytes)?;
+        lex.fst
+            .as_fst()
+            .verify()
+            .map_err(|e| format!("term dictionary fails its checksum: {e}"))?;
+        if lex.fst.len() != lex.term_count {
+            return Err(format!(
+                "term dictionary holds {} terms, the header says {}",
+                lex.fst.len(),
+                lex.term_count
+            ));
+        }
+        // Term records: postings offsets non-decreasing, inside the postings, each term's
+        // range at least as long as its block directory; 1 ≤ df ≤ N.
+        let mut prev = 0u64;
+        for ord in 0..lex.term_count {
+            let Some(t) = TermRecord::read(lex.terms, ord) else {
+                return Err(format!("term record {ord} outside its table"));
+            };
+            let end = lex.term_end(ord);
+            if t.offset < prev || t.offset > end {
+                return Err(format!(
+                    "term {ord}: postings offset {} out of order or past {end}",
+                    t.offset
+                ));
+            }
+            if t.df == 0 || t.df as usize > lex.doc_count {
+                return Err(format!(
+                    "term {ord}: document frequency {} outside 1..={}",
+                    t.df, lex.doc_count
+                ));
+            }
+            let dir = (block_count(t.df) * BLOCK_ENTRY) as u64;
+            if end - t.offset < dir {
+                return Err(format!(
+                    "term {ord}: {} postings bytes cannot hold {} blocks",
+                    end - t.offset,
+                    block_count(t.df)
+                ));
+            }
+            if !t.max_score.is_finite() || t.max_score < 0.0 {
+                return Err(format!("term {ord}: bad maximum score {}", t.max_score));
+            }
+            prev = t.offset;
+        }
+        let sum: u64 = lex
+            .doclens
+            .chunks_exact(4)
+            .map(|b| u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+            .sum();
+        if sum != lex.total_len {
+            return Err(format!(
+                "document lengths add up to {sum}, the header says {}",
+                lex.total_len
+            ));
+        }
+        Ok(lex)
+    }
+
+    /// The O(1) part of `open`: header, sub-section bounds, fst header. What
+    /// `Index::lexical` runs on a section that `open` has already accepted.
+    pub(crate) fn parse(bytes: &'a [u8]) -> Result<Self, String> {
+        let Some(head) = bytes.first_chunk::<LEX_HEADER>() else {
+            return Err(format!(
+                "{} bytes, shorter than its {LEX_HEADER}-byte header",
+                bytes.len()
+            ));
+        };
+        let h = LexHeader::decode(head);
+        if h.magic != LEX_MAGIC {
+            return Err("wrong magic (expected PRIMDLEX)".into());
+        }
+        if h.version != LEX_VERSION {
+            return Err(format!(
+                "layout version {} (this primd reads {LEX_VERSION}): rebuild with this \
+                 version's build-index",
+                h.version
+            ));
+        }
+        if h.analyzer_version != ANALYZER_VERSION {
+            return Err(format!(
+                "analyzer version {} (this primd analyses text with version \
+                 {ANALYZER_VERSION})",
+                h.analyzer_version
+            ));
+        }
+        let spec = decode_spec(h.kind, h.n)?;
+        check_params(&spec, h.bm25)?;
+        let doc_count = usize::try_from(h.doc_count)
+            .ok()
+            .filter(|&n| n >= 1 && n <= u32::MAX as usize)
+            .ok_or_else(|| format!("document count {} outside 1..2^32", h.doc_count))?;
+        let term_count = usize::try_from(h.term_count)
+            .ok()
+            .filter(|&n| n <= u32::MAX as usize)
+            .ok_or_else(|| format!("term count {} too large", h.term_count))?;
+        let expect = [
+            None,
+            Some(h.term_count.checked_mul(TERM_RECORD as u64)),
+            Some(h.doc_count.checked_mul(4)),
+            None,
+        ];
+        let mut slices: [&[u8]; SUB_COUNT] = [&[]; SUB_COUNT];
+        let mut prev_end = LEX_HEADER as u64;
+        for (i, &(off, len)) in h.subs.iter().enumerate() {
+            let name = SUB_NAMES[i];
+            if let Some(want) = expect[i]
+                && want != Some(len)
+            {
+                return Err(format!("{name}: {len} bytes, expected {want:?}"));
+            }
+            let end = off.checked_add(len);
+            // In file order, each after the previous one and 64-byte aligned: no overlap.
+            if off < prev_end || !off.is_multiple_of(LEX_ALIGN as u64) {
+                return Err(format!("{name} at {off}: out of order or not aligned"));
+            }
+            let slice = end
+                .and_then(|e| Some(usize::try_from(off).ok()?..usize::try_from(e).ok()?))
+                .and_then(|r| bytes.get(r))
+                .ok_or_else(|| {
+                    format!(
+                        "{name} ({off}+{len}) past the section's end ({})",
+                        bytes.len()
+                    )
+                })?;
+            slices[i] = slice;
+            prev_end = off + len;
+        }
+        let fst = fst::Map::new(slices[SUB_FST])
+            .map_err(|e| format!("term dictionary does not open: {e}"))?;
+        Ok(Lexical {
+            fst,
+            terms: slices[SUB_TERMS],
+            doclens: slices[SUB_DOCLENS],
+            postings: slices[SUB_POSTINGS],
+            spec,
+            bm25: h.bm25,
+            doc_count,
+            term_count,
+            total_len: h.total_len,
+            scorer: Scorer::new(h.bm25, avgdl(h.doc_count, h.total_len)),
+            section_bytes: bytes.len(),
+        })
+    }
+
+    /// Number of documents (= passages of the index).
+    pub fn doc_count(&self) -> usize {
+        self.doc_count
+    }
+
+    /// Number of distinct terms.
+    pub fn term_count(&self) -> usize {
+        self.term_count
+    }
+
+    /// The analyzer the section was built with; queries must be analysed with it.
+    pub fn spec(&self) -> &AnalyzerSpec {
+        &self.spec
+    }
+
+    /// The BM25 parameters recorded at build time.
+    pub fn bm25(&self) -> Bm25 {
+        self.bm25
+    }
+
+    /// Average document length in terms.
+    pub fn avgdl(&self) -> f32 {
+        avgdl(self.doc_count as u64, self.total_len)
+    }
+
+    /// Size of the whole section, in bytes.
+    pub fn section_bytes(&self) -> usize {
+        self.section_bytes
+    }
+
+    /// Size of the postings, in bytes.
+    pub fn postings_bytes(&self) -> usize {
+        self.postings.len()
+    }
+
+    pub(crate) fn scorer(&self) -> &Scorer {
+        &self.scorer
+    }
+
+    /// Ordinal of `term`, if the corpus has it.
+    #[inline]
+    pub(crate) fn lookup(&self, term: &[u8]) -> Option<u32> {
+        self.fst
+            .get(term)
+            .and_then(|o| u32::try_from(o).ok())
+            .filter(|&o| (o as usize) < self.term_count)
+    }
+
+    /// Length of document `doc` in terms (0 if out of range: only a corrupt file asks).
+    #[inline]
+    pub(crate) fn doc_len(&self, doc: u32) -> u32 {
+        u32_at(self.doclens, doc as usize * 4).unwrap_or(0)
+    }
+
+    /// End of term `ord`'s postings: the next term's start, or the end of the postings.
+    fn term_end(&self, ord: usize) -> u64 {
+        match TermRecord::read(self.terms, ord + 1) {
+            Some(next) if ord + 1 < self.term_count => next.offset,
+            _ => self.postings.len() as u64,
+        }
+    }
+
+    /// Term `ord`'s document frequency, idf, upper-bound score and posting list. `None`
+    /// only for a corrupt section.
+    pub(crate) fn term(&self, ord: u32) -> Option<TermView<'a>> {
+        let ord = ord as usize;
+        let t = TermRecord::read(self.terms, ord)?;
+        let (start, end) = (
+            usize::try_from(t.offset).ok()?,
+            usize::try_from(self.term_end(ord)).ok()?,
+        );
+        let bytes = self.postings.get(start..end)?;
+        let dir_len = block_count(t.df).checked_mul(BLOCK_ENTRY)?;
+        let (dir, data) = (bytes.get(..dir_len)?, bytes.get(dir_len..)?);
+        Some(TermView {
+            df: t.df,
+            idf: idf(self.doc_count as u64, u64::from(t.df)),
+            max_score: t.max_score,
+            dir,
+            data,
+        })
+    }
+}
+
+/// One term's statistics and raw posting blocks.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TermView<'a> {
+    pub df: u32,
+    pub idf: f32,
+    pub max_score: f32,
+    dir: &'a [u8],
+    data: &'a [u8],
+}
+
+/// "No more documents".
+pub(crate) const END: u32 = u32::MAX;
+
+/// A forward-only cursor over one posting list, decoding one block at a time into its own
+/// buffers (reused: a cursor allocates nothing after it is created).
+#[derive(Clone, Debug)]
+pub(crate) struct Postings<'a> {
+    dir: &'a [u8],
+    data: &'a [u8],
+    df: u32,
+    blocks: usize,
+    doc_count: u32,
+    /// Index of the block in `docs`/`tfs` (or the next to decode when `len == 0`).
+    block: usize,
+    docs: [u32; BLOCK],
+    tfs: [u32; BLOCK],
+    len: usize,
+    pos: usize,
+    /// Every document yielded so far is ≤ `floor`, the next one will be > it (or END).
+    floor: Option<u32>,
+    doc: u32,
+}
+
+impl<'a> Postings<'a> {
+    pub fn new() -> Self {
+        Postings {
+            dir: &[],
+            data: &[],
+            df: 0,
+            blocks: 0,
+            doc_count: 0,
+            block: 0,
+            docs: [0; BLOCK],
+            tfs: [0; BLOCK],
+            len: 0,
+            pos: 0,
+            floor: None,
+            doc: END,
+        }
+    }
+
+    /// Points the cursor at the start of `t`'s list (first document in `doc()`).
+    pub fn reset(&mut self, t: &TermView<'a>, doc_count: usize) {
+        self.dir = t.dir;
+        self.data = t.data;
+        self.df = t.df;
+        self.blocks = block_count(t.df);
+        self.doc_count = doc_count as u32;
+        self.block = 0;
+        self.len = 0;
+        self.pos = 0;
+        self.floor = None;
+        self.doc = END;
+        self.load(0);
+    }
+
+    /// The current document, or [`END`].
+    #[inline]
+    pub fn doc(&self) -> u32 {
+        self.doc
+    }
+
+    /// The current document's term frequency.
+    #[inline]
+    pub fn tf(&self) -> u32 {
+        self.tfs.get(self.pos).copied().unwrap_or(0)
+    }
+
+    /// Moves to the next document.
+    #[inline]
+    pub fn next(&mut self) {
+        if self.doc == END {
+            return;
+        }
+        self.pos += 1;
+        if self.pos < self.len {
+            self.doc = self.docs[self.pos];
+        } else {
+            self.load(self.block + 1);
+        }
+    }
+
+    /// Moves to the first document ≥ `target` (skipping whole blocks by their last id).
+    #[inline]
+    pub fn advance(&mut self, target: u32) {
+        if self.doc >= target {
+            return;
+        }
+        // Skip blocks that end before target without decoding them.
+        let mut b = self.block;
+        let last = |b: usize| BlockEntry::read(self.dir, b).map_or(END, |e| e.last_doc);
+        if last(b) < target {
+            b += 1;
+            while b < self.blocks && last(b) < target {
+                b += 1;
+            }
+            self.load(b);
+        }
+        while self.doc < target {
+            self.next();
+        }
+    }
+
+    /// Decodes block `b` (or the first non-empty one after it) and points at its first
+    /// document; END when none is left.
+    fn load(&mut self, mut b: usize) {
+        loop {
+            self.pos = 0;
+            self.len = 0;
+            if b >= self.blocks {
+                self.block = self.blocks;
+                self.doc = END;
+                return;
+            }
+            self.block = b;
+            self.decode(b);
+            if self.len > 0 {
+                self.doc = self.docs[0];
+                return;
+            }
+            b += 1;
+        }
+    }
+
+    fn decode(&mut self, b: usize) {
+        let start = match b {
+            0 => Some(0),
+            _ => BlockEntry::read(self.dir, b - 1).map(|e| e.end as usize),
+        };
+        let end = BlockEntry::read(self.dir, b).map(|e| e.end as usize);
+        let Some(bytes) = start.zip(end).and_then(|(s, e)| self.data.get(s..e)) else {
+            return;
+        };
+        // The gap base: the previous block's last id, but never below what was already
+        // yielded, so the cursor moves strictly forward whatever the bytes say.
+        let mut prev: Option<u32> = match b {
+            0 => None,
+            _ => BlockEntry::read(self.dir, b - 1).map(|e| e.last_doc),
+        };
+        if let Some(f) = self.floor {
+            prev = Some(prev.map_or(f, |p| p.max(f)));
+        }
+        let count = (self.df as usize).saturating_sub(b * BLOCK).min(BLOCK);
+        let mut pos = 0;
+        for _ in 0..count {
+            let (Some(gap), Some(tf)) = (get_varint(bytes, &mut pos), get_varint(bytes, &mut pos))
+            else {
+                break;
+            };
+            let base = match prev {
+                None => Some(0),
+                Some(p) => p.checked_add(1),
+            };
+            let Some(doc) = base.and_then(|x| x.checked_add(gap)) else {
+                break;
+            };
+            if doc >= self.doc_count {
+                break;
+            }
+            self.docs[self.len] = doc;
+            self.tfs[self.len] = tf;
+            self.len += 1;
+            prev = Some(doc);
+        }
+        if self.len > 0 {
+            self.floor = Some(self.docs[self.len - 1]);
+        }
+    }
+}
