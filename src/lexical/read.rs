@@ -399,6 +399,34 @@ impl<'a> Postings<'a> {
         max
     }
 
+    /// Calls `f(doc, tf)` for the current document and every following one below `end`,
+    /// block by block (the tight loop of term-at-a-time scoring); leaves the cursor on the
+    /// first document ≥ `end`, or [`END`].
+    #[inline]
+    pub fn for_each_below(&mut self, end: u32, mut f: impl FnMut(u32, u32)) {
+        while self.doc < end {
+            if !self.tf_ready {
+                self.tf_ready = true;
+                unpack(self.tf_bytes, self.tf_width, &mut self.tfs[..self.len]);
+            }
+            let (start, len) = (self.pos, self.len);
+            let mut taken = 0;
+            for (&d, &t) in self.docs[start..len].iter().zip(&self.tfs[start..len]) {
+                if d >= end {
+                    break;
+                }
+                f(d, t.saturating_add(1));
+                taken += 1;
+            }
+            self.pos = start + taken;
+            if self.pos < self.len {
+                self.doc = self.docs[self.pos];
+                return;
+            }
+            self.load(self.block + 1);
+        }
+    }
+
     /// Moves to the next document.
     #[inline]
     pub fn next(&mut self) {

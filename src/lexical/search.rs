@@ -241,20 +241,20 @@ impl LexicalSearcher {
         for q in &self.terms {
             let Some(t) = lex.term(q.ord) else { continue };
             p.reset(&t, n);
-            while p.doc() != END {
-                let d = p.doc() as usize;
-                let norm = scorer.norm(lex.doc_len(p.doc()));
-                let s = q.weight * scorer.score(q.idf, p.tf(), norm);
+            let (acc, seen, touched) = (&mut self.acc, &mut self.seen, &mut self.touched);
+            p.for_each_below(END, |d, tf| {
+                let norm = scorer.norm(lex.doc_len(d));
+                let s = q.weight * scorer.score(q.idf, tf, norm);
                 // `d < n` by the cursor's contract; `get_mut` keeps a slip from panicking.
-                if let (Some(a), Some(seen)) = (self.acc.get_mut(d), self.seen.get_mut(d)) {
+                let d = d as usize;
+                if let (Some(a), Some(seen)) = (acc.get_mut(d), seen.get_mut(d)) {
                     if !*seen {
                         *seen = true;
-                        self.touched.push(d as u32);
+                        touched.push(d as u32);
                     }
                     *a += s;
                 }
-                p.next();
-            }
+            });
         }
         self.stats.scored = self.stats.postings;
         self.top.reset(k.min(out.capacity()));
@@ -324,16 +324,21 @@ impl LexicalSearcher {
                 // Essential terms: term at a time into the window's accumulators.
                 for &i in &self.order[first..] {
                     let (q, c) = (&self.terms[i], &mut cursors[i]);
+                    let (wacc, bits) = (&mut self.wacc, &mut self.bits);
+                    let mut scored = 0;
                     c.advance(w0);
-                    while c.doc() < w1 {
-                        let d = c.doc();
-                        let at = (d - w0) as usize;
-                        let norm = scorer.norm(lex.doc_len(d));
-                        self.wacc[at] += q.weight * scorer.score(q.idf, c.tf(), norm);
-                        self.stats.scored += 1;
-                        self.bits[at / 64] |= 1 << (at % 64);
-                        c.next();
-                    }
+                    c.for_each_below(w1, |d, tf| {
+                        // d is in w0..w1 (the cursor's contract); `get_mut` keeps a slip
+                        // from panicking.
+                        let at = d.wrapping_sub(w0) as usize;
+                        if let (Some(a), Some(b)) = (wacc.get_mut(at), bits.get_mut(at / 64)) {
+                            let norm = scorer.norm(lex.doc_len(d));
+                            *a += q.weight * scorer.score(q.idf, tf, norm);
+                            *b |= 1 << (at % 64);
+                        }
+                        scored += 1;
+                    });
+                    self.stats.scored += scored;
                 }
                 // Candidates in document order; probe the non-essential terms, strongest
                 // first, while the document can still make the top-k.
@@ -360,7 +365,9 @@ impl LexicalSearcher {
                                 score += q.weight * scorer.score(q.idf, c.tf(), norm);
                             }
                         }
-                        if self.top.push(score, d) {
+                        // θ is −∞ until the top-k is full; after that a document at θ loses
+                        // the tie to the (smaller) ones already kept.
+                        if score > theta && self.top.push(score, d) {
                             theta = self.top.threshold();
                         }
                     }
