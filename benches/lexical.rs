@@ -10,8 +10,9 @@
 //! under `<target>/lexical-bench/`). With `../shared/data/spoken-squad` present, the
 //! real dev corpus and its typed questions too.
 //!
-//! Reported per size, single thread: `maxscore` (`LexicalSearcher::search`, the path
-//! primd uses), `exhaustive` (term-at-a-time over every posting, the reference), for the
+//! Reported per size, single thread, top-100 (the hybrid's lexical candidates):
+//! `maxscore` (`LexicalSearcher::search`, the path primd uses; `_k10`: top-10),
+//! `exhaustive` (term-at-a-time over every posting, the reference), for the
 //! default char 4-gram analyzer and for words; and once, on stderr, build time and
 //! section / index sizes with and without the lexical section.
 //!
@@ -34,6 +35,8 @@ const ZIPF_S: f64 = 1.1;
 const QUERIES: usize = 256;
 const K: usize = 100;
 const SEED: u64 = 0x00b2_5eed;
+/// Part of the cache file names: change it when the section layout changes.
+const CACHE_TAG: &str = "bitpacked1";
 
 const WORDS: AnalyzerSpec = AnalyzerSpec {
     kind: AnalyzerKind::Words,
@@ -159,7 +162,7 @@ fn cache_dir() -> PathBuf {
 fn section(n: usize, spec: &AnalyzerSpec, passages: &[PassageRecord]) -> Vec<u8> {
     let dir = cache_dir();
     let path = dir.join(format!(
-        "zipf-{n}-{spec}-v{}.lex",
+        "zipf-{n}-{spec}-a{}-{CACHE_TAG}.lex",
         primd::lexical::ANALYZER_VERSION
     ));
     if let Ok(bytes) = std::fs::read(&path)
@@ -191,16 +194,48 @@ fn bench_queries(
     g.sample_size(if lex.doc_count() >= 500_000 { 20 } else { 50 });
     let mut searcher = LexicalSearcher::new();
     let mut hits = Hits::new();
-    // Every query once first (warm-up: buffers at their largest, pages mapped in).
+    // Every query once first (warm-up: buffers at their largest, pages mapped in), with
+    // what MaxScore did, on average.
+    let mut sum = [0f64; 6];
     for q in queries {
         searcher.search(&lex, q, "", 0.0, K, &mut hits);
+        let s = searcher.stats();
+        let skipped = f64::from(s.skipped_windows) / f64::from(s.windows.max(1));
+        for (a, x) in sum.iter_mut().zip([
+            s.terms as f64,
+            s.postings as f64,
+            s.scored as f64,
+            s.candidates as f64,
+            s.probes as f64,
+            skipped,
+        ]) {
+            *a += x / queries.len() as f64;
+        }
     }
     let spec = lex.spec().to_string();
+    eprintln!(
+        "{group} {spec}: per query {:.0} terms, {:.0} postings, MaxScore scored {:.0} \
+         ({:.0}%), {:.0} candidates, {:.0} probes, {:.0}% windows skipped",
+        sum[0],
+        sum[1],
+        sum[2],
+        100.0 * sum[2] / sum[1].max(1.0),
+        sum[3],
+        sum[4],
+        100.0 * sum[5]
+    );
     let mut i = 0;
     g.bench_function(format!("maxscore_{spec}"), |b| {
         b.iter(|| {
             i = (i + 1) % queries.len();
             searcher.search(&lex, black_box(&queries[i]), "", 0.0, K, &mut hits);
+            black_box(hits.len())
+        })
+    });
+    g.bench_function(format!("maxscore_{spec}_k10"), |b| {
+        b.iter(|| {
+            i = (i + 1) % queries.len();
+            searcher.search(&lex, black_box(&queries[i]), "", 0.0, 10, &mut hits);
             black_box(hits.len())
         })
     });

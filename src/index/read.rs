@@ -992,4 +992,22 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn corpus_of_empty_passages_gets_an_empty_lexical_section() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut passages, vectors) = corpus(5, 16, 24);
+        for p in &mut passages {
+            p.title.clear();
+            p.text = if p.chunk == 1 { "… — !".into() } else { String::new() };
+        }
+        let p = dir.path().join("e.idx");
+        write_index(&p, &meta(16), &passages, &vectors).unwrap();
+        let ix = Index::open(&p).unwrap();
+        let lex = ix.lexical().unwrap();
+        assert_eq!((lex.doc_count(), lex.term_count()), (5, 0));
+        let mut hits = crate::search::Hits::new();
+        crate::lexical::LexicalSearcher::new().search(&lex, "anything", "", 0.0, 10, &mut hits);
+        assert!(hits.is_empty());
+    }
 }

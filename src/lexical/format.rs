@@ -241,6 +241,77 @@ impl BlockEntry {
     }
 }
 
+/// Bytes of `n` values packed at `width` bits.
+#[inline]
+pub(crate) fn packed_len(n: usize, width: u32) -> usize {
+    (n * width as usize).div_ceil(8)
+}
+
+/// Bits needed for the largest of `values` (0 when all are 0).
+pub(crate) fn bit_width(values: &[u32]) -> u32 {
+    32 - values.iter().fold(0, |a, &v| a | v).leading_zeros()
+}
+
+/// Appends `values` packed at `width` bits each: value `i` is bits `i·width ..
+/// (i+1)·width` of a little-endian bit stream (LSB first), padded with zero bits to a
+/// whole byte. `width` 0 writes nothing (all values 0).
+pub(crate) fn pack(values: &[u32], width: u32, out: &mut Vec<u8>) {
+    let (mut acc, mut bits) = (0u64, 0u32);
+    for &v in values {
+        acc |= u64::from(v) << bits;
+        bits += width;
+        while bits >= 8 {
+            out.push(acc as u8);
+            acc >>= 8;
+            bits -= 8;
+        }
+    }
+    if bits > 0 {
+        out.push(acc as u8);
+    }
+}
+
+/// Largest packed block: 128 values of 32 bits, plus 8 bytes so every value is read with
+/// one unaligned 8-byte load.
+const UNPACK_BUF: usize = BLOCK * 4 + 8;
+
+/// Unpacks `out.len()` (≤ [`BLOCK`]) values of `width` bits from `src`; missing bytes read
+/// as zero, `width` > 32 gives zeros (a corrupt block: garbage, never a panic).
+pub(crate) fn unpack(src: &[u8], width: u32, out: &mut [u32]) {
+    let n = out.len().min(BLOCK);
+    let out = &mut out[..n];
+    if width == 0 || width > 32 {
+        out.fill(0);
+        return;
+    }
+    let mut buf = [0u8; UNPACK_BUF];
+    let len = src.len().min(packed_len(n, width));
+    buf[..len].copy_from_slice(&src[..len]);
+    macro_rules! widths {
+        ($($w:literal)*) => {
+            match width {
+                $($w => unpack_w::<$w>(&buf, out),)*
+                _ => out.fill(0),
+            }
+        };
+    }
+    widths!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32);
+}
+
+/// [`unpack`] for one width, so the shifts and masks are constants the compiler unrolls.
+#[inline(always)]
+fn unpack_w<const W: usize>(buf: &[u8; UNPACK_BUF], out: &mut [u32]) {
+    let mask = (1u64 << W) - 1;
+    for (i, v) in out.iter_mut().enumerate() {
+        let bit = i * W;
+        let at = bit / 8;
+        // at + 8 ≤ (127·32)/8 + 8 < UNPACK_BUF: always in bounds.
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&buf[at..at + 8]);
+        *v = ((u64::from_le_bytes(word) >> (bit % 8)) & mask) as u32;
+    }
+}
+
 /// LEB128 varint (7 bits per byte, low first).
 #[inline]
 pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u32) {
@@ -336,6 +407,43 @@ mod tests {
         assert_eq!(get_varint(&b, &mut pos), None);
         assert_eq!(get_varint(&[0xff; 9], &mut 0), None);
         assert_eq!(get_varint(&[0x80], &mut 0), None);
+    }
+
+    #[test]
+    fn bit_packing_round_trips_at_every_width() {
+        let mut rng = 0x1234_5678_9abc_def0u64;
+        for width in 0..=32u32 {
+            for n in [0usize, 1, 7, 64, 127, 128] {
+                let vals: Vec<u32> = (0..n)
+                    .map(|_| {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        if width == 0 {
+                            0
+                        } else {
+                            (rng as u32) >> (32 - width)
+                        }
+                    })
+                    .collect();
+                assert!(bit_width(&vals) <= width);
+                let mut b = vec![0xee];
+                pack(&vals, width, &mut b);
+                assert_eq!(b.len(), 1 + packed_len(n, width), "width {width} n {n}");
+                let mut got = vec![9u32; n];
+                unpack(&b[1..], width, &mut got);
+                assert_eq!(got, vals, "width {width} n {n}");
+                // short input reads zeros instead of failing
+                let mut short = vec![9u32; n];
+                unpack(&b[1..(b.len() / 2).max(1)], width, &mut short);
+            }
+        }
+        assert_eq!(bit_width(&[0, 0]), 0);
+        assert_eq!(bit_width(&[1, 4]), 3);
+        assert_eq!(bit_width(&[u32::MAX]), 32);
+        let mut out = [7u32; 3];
+        unpack(&[0xff; 20], 33, &mut out);
+        assert_eq!(out, [0, 0, 0]);
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub use analyze::{ANALYZER_VERSION, Analyzer};
 pub use build::{build, check_params};
 pub use format::{BLOCK, NGRAM_RANGE, idf};
 pub use read::Lexical;
-pub use search::LexicalSearcher;
+pub use search::{LexicalSearcher, SearchStats};
 
 /// BM25 parameters, recorded in the index.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -23,7 +23,7 @@ use super::build::check_params;
 use super::format::{
     BLOCK, BLOCK_ENTRY, BlockEntry, LEX_ALIGN, LEX_HEADER, LEX_MAGIC, LEX_VERSION, LexHeader,
     SUB_COUNT, SUB_DOCLENS, SUB_FST, SUB_NAMES, SUB_POSTINGS, SUB_TERMS, Scorer, TERM_RECORD,
-    TermRecord, avgdl, block_count, decode_spec, get_varint, idf, u32_at,
+    TermRecord, avgdl, block_count, decode_spec, idf, packed_len, u32_at, unpack,
 };
 use super::{AnalyzerSpec, Bm25};
 
@@ -267,7 +267,7 @@ impl<'a> Lexical<'a> {
         }
     }
 
-    /// Term `ord`'s document frequency, idf, upper-bound score and posting list. `None`
+    /// Term `ord`'s document frequency, idf and posting list. `None`
     /// only for a corrupt section.
     pub(crate) fn term(&self, ord: u32) -> Option<TermView<'a>> {
         let ord = ord as usize;
@@ -282,7 +282,6 @@ impl<'a> Lexical<'a> {
         Some(TermView {
             df: t.df,
             idf: idf(self.doc_count as u64, u64::from(t.df)),
-            max_score: t.max_score,
             dir,
             data,
         })
@@ -294,7 +293,6 @@ impl<'a> Lexical<'a> {
 pub(crate) struct TermView<'a> {
     pub df: u32,
     pub idf: f32,
-    pub max_score: f32,
     dir: &'a [u8],
     data: &'a [u8],
 }
@@ -315,6 +313,10 @@ pub(crate) struct Postings<'a> {
     block: usize,
     docs: [u32; BLOCK],
     tfs: [u32; BLOCK],
+    /// The current block's packed `tf − 1` values, unpacked into `tfs` on first use.
+    tf_bytes: &'a [u8],
+    tf_width: u32,
+    tf_ready: bool,
     len: usize,
     pos: usize,
     /// Every document yielded so far is ≤ `floor`, the next one will be > it (or END).
@@ -333,6 +335,9 @@ impl<'a> Postings<'a> {
             block: 0,
             docs: [0; BLOCK],
             tfs: [0; BLOCK],
+            tf_bytes: &[],
+            tf_width: 0,
+            tf_ready: true,
             len: 0,
             pos: 0,
             floor: None,
@@ -363,8 +368,63 @@ impl<'a> Postings<'a> {
 
     /// The current document's term frequency.
     #[inline]
-    pub fn tf(&self) -> u32 {
-        self.tfs.get(self.pos).copied().unwrap_or(0)
+    pub fn tf(&mut self) -> u32 {
+        if !self.tf_ready {
+            self.tf_ready = true;
+            unpack(self.tf_bytes, self.tf_width, &mut self.tfs[..self.len]);
+        }
+        self.tfs.get(self.pos).map_or(0, |&t| t.saturating_add(1))
+    }
+
+    /// Largest block maximum among the blocks that may hold documents in `w0..w1` (0 if
+    /// none), from the directory alone. `hint` is a block index at or before the first such
+    /// block; it is moved forward, so successive windows scan each entry about once.
+    pub fn window_max(&self, hint: &mut usize, w0: u32, w1: u32) -> f32 {
+        let entry = |b: usize| BlockEntry::read(self.dir, b);
+        while *hint < self.blocks && entry(*hint).is_some_and(|e| e.last_doc < w0) {
+            *hint += 1;
+        }
+        let mut max = 0.0f32;
+        for b in *hint..self.blocks {
+            // Block b starts after block b − 1's last document.
+            if b > 0 && entry(b - 1).is_none_or(|p| p.last_doc >= w1.saturating_sub(1)) {
+                break;
+            }
+            let Some(e) = entry(b) else { break };
+            max = max.max(e.max_score);
+            if e.last_doc >= w1.saturating_sub(1) {
+                break;
+            }
+        }
+        max
+    }
+
+    /// Calls `f(doc, tf)` for the current document and every following one below `end`,
+    /// block by block (the tight loop of term-at-a-time scoring); leaves the cursor on the
+    /// first document ≥ `end`, or [`END`].
+    #[inline]
+    pub fn for_each_below(&mut self, end: u32, mut f: impl FnMut(u32, u32)) {
+        while self.doc < end {
+            if !self.tf_ready {
+                self.tf_ready = true;
+                unpack(self.tf_bytes, self.tf_width, &mut self.tfs[..self.len]);
+            }
+            let (start, len) = (self.pos, self.len);
+            let mut taken = 0;
+            for (&d, &t) in self.docs[start..len].iter().zip(&self.tfs[start..len]) {
+                if d >= end {
+                    break;
+                }
+                f(d, t.saturating_add(1));
+                taken += 1;
+            }
+            self.pos = start + taken;
+            if self.pos < self.len {
+                self.doc = self.docs[self.pos];
+                return;
+            }
+            self.load(self.block + 1);
+        }
     }
 
     /// Moves to the next document.
@@ -424,6 +484,7 @@ impl<'a> Postings<'a> {
     }
 
     fn decode(&mut self, b: usize) {
+        self.tf_ready = true;
         let start = match b {
             0 => Some(0),
             _ => BlockEntry::read(self.dir, b - 1).map(|e| e.end as usize),
@@ -432,8 +493,20 @@ impl<'a> Postings<'a> {
         let Some(bytes) = start.zip(end).and_then(|(s, e)| self.data.get(s..e)) else {
             return;
         };
+        let count = (self.df as usize).saturating_sub(b * BLOCK).min(BLOCK);
+        let (Some(&doc_width), Some(&tf_width)) = (bytes.first(), bytes.get(1)) else {
+            return;
+        };
+        let (doc_width, tf_width) = (u32::from(doc_width), u32::from(tf_width));
+        let docs_len = packed_len(count, doc_width);
+        let (Some(doc_bytes), Some(tf_bytes)) = (
+            bytes.get(2..2 + docs_len),
+            bytes.get(2 + docs_len..2 + docs_len + packed_len(count, tf_width)),
+        ) else {
+            return;
+        };
         // The gap base: the previous block's last id, but never below what was already
-        // yielded, so the cursor moves strictly forward whatever the bytes say.
+        // decoded, so the cursor moves strictly forward whatever the bytes say.
         let mut prev: Option<u32> = match b {
             0 => None,
             _ => BlockEntry::read(self.dir, b - 1).map(|e| e.last_doc),
@@ -441,30 +514,28 @@ impl<'a> Postings<'a> {
         if let Some(f) = self.floor {
             prev = Some(prev.map_or(f, |p| p.max(f)));
         }
-        let count = (self.df as usize).saturating_sub(b * BLOCK).min(BLOCK);
-        let mut pos = 0;
-        for _ in 0..count {
-            let (Some(gap), Some(tf)) = (get_varint(bytes, &mut pos), get_varint(bytes, &mut pos))
-            else {
-                break;
-            };
-            let base = match prev {
-                None => Some(0),
-                Some(p) => p.checked_add(1),
-            };
-            let Some(doc) = base.and_then(|x| x.checked_add(gap)) else {
-                break;
-            };
-            if doc >= self.doc_count {
+        unpack(doc_bytes, doc_width, &mut self.docs[..count]);
+        let mut next = match prev {
+            None => 0,
+            Some(p) => p.saturating_add(1),
+        };
+        for i in 0..count {
+            // doc = previous + 1 + gap; past N (or 2^32) only in a corrupt list: stop there.
+            let doc = u64::from(next) + u64::from(self.docs[i]);
+            if doc >= u64::from(self.doc_count) {
                 break;
             }
-            self.docs[self.len] = doc;
-            self.tfs[self.len] = tf;
-            self.len += 1;
-            prev = Some(doc);
+            self.docs[i] = doc as u32;
+            next = doc as u32 + 1;
+            self.len = i + 1;
         }
         if self.len > 0 {
             self.floor = Some(self.docs[self.len - 1]);
+            // Term frequencies are unpacked only if asked for: a probe that misses the
+            // block's documents never needs them.
+            self.tf_bytes = tf_bytes;
+            self.tf_width = tf_width;
+            self.tf_ready = false;
         }
     }
 }

@@ -5,14 +5,19 @@
 //!   query term is added into a per-document accumulator, then the top-k is taken. Simple,
 //!   obviously right, and the reference the fast path is tested against; also the better
 //!   plan for a very long query (thousands of distinct terms), where it is used.
-//! - **MaxScore, document at a time** ([`LexicalSearcher::search`], Turtle & Flood 1995, as
-//!   in PISA and Lucene): terms sorted by their upper-bound score; once the k-th best score
-//!   θ exceeds the summed bounds of the weakest terms, those become "non-essential": no
-//!   document that only they contain can enter the top-k, so only the essential (rare,
-//!   high-idf) lists are walked, and the non-essential ones are merely probed, by skipping
-//!   whole blocks, for the documents that the essential ones bring up. Char n-gram queries
-//!   are many terms of which most are very common ("_the", "tion"), which is exactly
-//!   what this prunes.
+//! - **MaxScore over windows** ([`LexicalSearcher::search`]; Turtle & Flood 1995, in the
+//!   form of Lucene's `MaxScoreBulkScorer`): documents are taken in windows of
+//!   [`WINDOW`]; in each, every term's bound is the largest block maximum it has there
+//!   (tighter than its global maximum), and the terms whose bounds add up to no more than
+//!   θ, the k-th best score so far, are "non-essential": no document that only they
+//!   contain can enter the top-k. The essential (rarer, higher-idf) terms are scored term
+//!   at a time into the window's accumulators; each document they touch then probes the
+//!   non-essential lists, strongest first, only while it can still beat θ, skipping whole
+//!   blocks by their last id; a window whose terms all are non-essential is skipped
+//!   without decoding anything. Char n-gram queries are many terms of which most are
+//!   very common ("_the", "tion"), which is exactly what this prunes; and scoring a
+//!   window term at a time avoids the per-document minimum over dozens of cursors that
+//!   classic document-at-a-time MaxScore pays.
 //!
 //! A query term's weight is its count in the query plus `extra_weight` times its count in
 //! `extra` (Counter-style query term frequency, as the reference Python BM25).
@@ -26,14 +31,39 @@ use super::analyze::Analyzer;
 use super::read::{END, Lexical, Postings};
 use crate::search::{Hit, Hits};
 
-/// Above this many distinct query terms, term-at-a-time is cheaper than MaxScore's
-/// per-document minimum over the lists (and bounds its cost on absurd queries).
+/// Above this many distinct query terms, plain term at a time: MaxScore's per-window
+/// bookkeeping (a bound and a sort over all terms) no longer pays, and an absurd query
+/// keeps a simple, bounded cost.
 const MAXSCORE_MAX_TERMS: usize = 256;
+
+/// Documents per MaxScore window: essential terms are scored term at a time into this many
+/// accumulators (16 KiB: stays in L1/L2), and each term's bound is recomputed per window
+/// from its block maxima, which are far tighter than its global maximum.
+const WINDOW: usize = 4096;
 
 /// Upper bounds are inflated by this relative margin before pruning, so that float
 /// rounding in a different summation order can never prune a document that belongs in
 /// the top-k.
 const BOUND_SLACK: f32 = 1e-4;
+
+/// What the last search did (diagnostics: benchmarks report it; nothing depends on it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SearchStats {
+    /// Distinct query terms found in the index.
+    pub terms: usize,
+    /// Their summed document frequencies: what an exhaustive scorer walks.
+    pub postings: u64,
+    /// Postings scored term at a time (all of them for the exhaustive path; the essential
+    /// terms' for MaxScore).
+    pub scored: u64,
+    /// MaxScore: documents considered (touched by an essential term).
+    pub candidates: u64,
+    /// MaxScore: non-essential terms looked up for a candidate.
+    pub probes: u64,
+    /// MaxScore: windows, and windows skipped (no term could lift a document past θ).
+    pub windows: u32,
+    pub skipped_windows: u32,
+}
 
 /// One query term after lookup.
 #[derive(Clone, Copy, Debug)]
@@ -41,8 +71,6 @@ struct QTerm {
     ord: u32,
     weight: f32,
     idf: f32,
-    /// `weight · max_score`, inflated by [`BOUND_SLACK`].
-    ub: f32,
 }
 
 /// Per-thread scratch; after warm-up a search allocates nothing.
@@ -52,8 +80,17 @@ pub struct LexicalSearcher {
     /// `(term ordinal, weight)` of every analysed query term, repeats included.
     raw: Vec<(u32, f32)>,
     terms: Vec<QTerm>,
-    /// Prefix sums of the terms' bounds (MaxScore).
+    /// MaxScore, per window: each term's bound, terms by bound (ascending), prefix sums of
+    /// the bounds in that order, each term's directory position.
+    wmax: Vec<f32>,
+    order: Vec<usize>,
     upper: Vec<f32>,
+    hint: Vec<usize>,
+    /// MaxScore window accumulators and the bitset of documents touched in the window.
+    wacc: Vec<f32>,
+    bits: Vec<u64>,
+    /// Window size; 0 means [`WINDOW`] (tests use small ones to cross many windows).
+    window: usize,
     /// Cursors, reused across searches (stored empty between them; see `recycle`).
     cursors: Vec<Postings<'static>>,
     /// Term-at-a-time accumulators, one per document, all zero between searches.
@@ -61,6 +98,7 @@ pub struct LexicalSearcher {
     seen: Vec<bool>,
     touched: Vec<u32>,
     top: TopScores,
+    stats: SearchStats,
 }
 
 impl LexicalSearcher {
@@ -76,6 +114,11 @@ impl LexicalSearcher {
             self.raw.capacity(),
             self.terms.capacity(),
             self.upper.capacity(),
+            self.wmax.capacity(),
+            self.order.capacity(),
+            self.hint.capacity(),
+            self.wacc.capacity(),
+            self.bits.capacity(),
             self.cursors.capacity(),
             self.acc.capacity(),
             self.seen.capacity(),
@@ -83,6 +126,20 @@ impl LexicalSearcher {
             self.top.heap.capacity(),
         ]);
         c
+    }
+
+    /// What the last search did.
+    pub fn stats(&self) -> SearchStats {
+        self.stats
+    }
+
+    /// A searcher with MaxScore windows of `window` documents (rounded up to 64).
+    #[cfg(test)]
+    pub(crate) fn with_window(window: usize) -> Self {
+        LexicalSearcher {
+            window,
+            ..LexicalSearcher::default()
+        }
     }
 
     /// BM25 top-`k` of `query` (raw text; analysed with the index's analyzer). Terms of
@@ -138,6 +195,7 @@ impl LexicalSearcher {
     ) -> bool {
         self.raw.clear();
         self.terms.clear();
+        self.stats = SearchStats::default();
         if k == 0 || out.capacity() == 0 {
             return false;
         }
@@ -160,12 +218,12 @@ impl LexicalSearcher {
             let ord = run[0].0;
             let weight: f32 = run.iter().map(|&(_, w)| w).sum();
             let Some(t) = lex.term(ord) else { continue };
-            let ub = weight * t.max_score * (1.0 + BOUND_SLACK);
+            self.stats.terms += 1;
+            self.stats.postings += u64::from(t.df);
             self.terms.push(QTerm {
                 ord,
                 weight,
                 idf: t.idf,
-                ub,
             });
         }
         !self.terms.is_empty()
@@ -183,21 +241,22 @@ impl LexicalSearcher {
         for q in &self.terms {
             let Some(t) = lex.term(q.ord) else { continue };
             p.reset(&t, n);
-            while p.doc() != END {
-                let d = p.doc() as usize;
-                let norm = scorer.norm(lex.doc_len(p.doc()));
-                let s = q.weight * scorer.score(q.idf, p.tf(), norm);
+            let (acc, seen, touched) = (&mut self.acc, &mut self.seen, &mut self.touched);
+            p.for_each_below(END, |d, tf| {
+                let norm = scorer.norm(lex.doc_len(d));
+                let s = q.weight * scorer.score(q.idf, tf, norm);
                 // `d < n` by the cursor's contract; `get_mut` keeps a slip from panicking.
-                if let (Some(a), Some(seen)) = (self.acc.get_mut(d), self.seen.get_mut(d)) {
+                let d = d as usize;
+                if let (Some(a), Some(seen)) = (acc.get_mut(d), seen.get_mut(d)) {
                     if !*seen {
                         *seen = true;
-                        self.touched.push(d as u32);
+                        touched.push(d as u32);
                     }
                     *a += s;
                 }
-                p.next();
-            }
+            });
         }
+        self.stats.scored = self.stats.postings;
         self.top.reset(k.min(out.capacity()));
         for &d in &self.touched {
             let d = d as usize;
@@ -211,58 +270,110 @@ impl LexicalSearcher {
     fn maxscore(&mut self, lex: &Lexical<'_>, k: usize, out: &mut Hits) {
         let n = lex.doc_count();
         let scorer = *lex.scorer();
-        // Weakest bound first; ties by ordinal, so the plan is deterministic.
-        self.terms
-            .sort_unstable_by(|a, b| a.ub.total_cmp(&b.ub).then(a.ord.cmp(&b.ord)));
         let mut cursors: Vec<Postings<'_>> = recycle(std::mem::take(&mut self.cursors));
-        self.upper.clear();
-        let mut sum = 0.0f32;
         for q in &self.terms {
             let mut c = Postings::new();
             if let Some(t) = lex.term(q.ord) {
                 c.reset(&t, n);
             }
             cursors.push(c);
-            sum += q.ub;
-            self.upper.push(sum);
         }
         let m = self.terms.len();
+        self.hint.clear();
+        self.hint.resize(m, 0);
+        self.wmax.clear();
+        self.wmax.resize(m, 0.0);
+        self.order.clear();
+        self.order.extend(0..m);
+        self.upper.clear();
+        self.upper.resize(m, 0.0);
+        let window = match self.window {
+            0 => WINDOW,
+            w => w.next_multiple_of(64),
+        };
+        self.wacc.clear();
+        self.wacc.resize(window, 0.0);
+        self.bits.clear();
+        self.bits.resize(window / 64, 0);
 
         self.top.reset(k.min(out.capacity()));
         let mut theta = f32::NEG_INFINITY;
-        let mut first_essential = 0;
-        loop {
-            let mut d = END;
-            for c in &cursors[first_essential..m] {
-                d = d.min(c.doc());
+        let mut w0 = 0u32;
+        while (w0 as usize) < n {
+            let w1 = w0.saturating_add(window as u32).min(n as u32);
+            // This window's bound per term: its block maxima here, not its global maximum.
+            for (i, c) in cursors.iter().enumerate() {
+                let bm = c.window_max(&mut self.hint[i], w0, w1);
+                self.wmax[i] = self.terms[i].weight * bm * (1.0 + BOUND_SLACK);
             }
-            if d == END {
-                break;
+            let wmax = &self.wmax;
+            self.order
+                .sort_unstable_by(|&a, &b| wmax[a].total_cmp(&wmax[b]).then(a.cmp(&b)));
+            let mut sum = 0.0f32;
+            for (j, &i) in self.order.iter().enumerate() {
+                sum += wmax[i];
+                self.upper[j] = sum;
             }
-            let norm = scorer.norm(lex.doc_len(d));
-            let mut score = 0.0f32;
-            for (i, c) in cursors.iter_mut().enumerate().skip(first_essential) {
-                if c.doc() == d {
-                    score += self.terms[i].weight * scorer.score(self.terms[i].idf, c.tf(), norm);
-                    c.next();
+            // Terms order[..first] are non-essential: together they cannot lift a document
+            // past θ, so documents only they contain are not even looked at (and when all
+            // are, the window is skipped without decoding anything).
+            let first = self.upper.iter().take_while(|&&u| u <= theta).count();
+            self.stats.windows += 1;
+            self.stats.skipped_windows += u32::from(first == m);
+            if first < m {
+                // Essential terms: term at a time into the window's accumulators.
+                for &i in &self.order[first..] {
+                    let (q, c) = (&self.terms[i], &mut cursors[i]);
+                    let (wacc, bits) = (&mut self.wacc, &mut self.bits);
+                    let mut scored = 0;
+                    c.advance(w0);
+                    c.for_each_below(w1, |d, tf| {
+                        // d is in w0..w1 (the cursor's contract); `get_mut` keeps a slip
+                        // from panicking.
+                        let at = d.wrapping_sub(w0) as usize;
+                        if let (Some(a), Some(b)) = (wacc.get_mut(at), bits.get_mut(at / 64)) {
+                            let norm = scorer.norm(lex.doc_len(d));
+                            *a += q.weight * scorer.score(q.idf, tf, norm);
+                            *b |= 1 << (at % 64);
+                        }
+                        scored += 1;
+                    });
+                    self.stats.scored += scored;
+                }
+                // Candidates in document order; probe the non-essential terms, strongest
+                // first, while the document can still make the top-k.
+                for word in 0..window / 64 {
+                    let mut bits = std::mem::take(&mut self.bits[word]);
+                    while bits != 0 {
+                        let at = word * 64 + bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        let d = w0 + at as u32;
+                        let mut score = std::mem::take(&mut self.wacc[at]);
+                        self.stats.candidates += 1;
+                        let mut norm = None;
+                        for j in (0..first).rev() {
+                            if score + self.upper[j] <= theta {
+                                break;
+                            }
+                            let i = self.order[j];
+                            let c = &mut cursors[i];
+                            c.advance(d);
+                            self.stats.probes += 1;
+                            if c.doc() == d {
+                                let norm = *norm.get_or_insert_with(|| scorer.norm(lex.doc_len(d)));
+                                let q = &self.terms[i];
+                                score += q.weight * scorer.score(q.idf, c.tf(), norm);
+                            }
+                        }
+                        // θ is −∞ until the top-k is full; after that a document at θ loses
+                        // the tie to the (smaller) ones already kept.
+                        if score > theta && self.top.push(score, d) {
+                            theta = self.top.threshold();
+                        }
+                    }
                 }
             }
-            for i in (0..first_essential).rev() {
-                if score + self.upper[i] <= theta {
-                    break;
-                }
-                let c = &mut cursors[i];
-                c.advance(d);
-                if c.doc() == d {
-                    score += self.terms[i].weight * scorer.score(self.terms[i].idf, c.tf(), norm);
-                }
-            }
-            if self.top.push(score, d) {
-                theta = self.top.threshold();
-                while first_essential < m && self.upper[first_essential] <= theta {
-                    first_essential += 1;
-                }
-            }
+            w0 = w1;
         }
         self.top.drain_into(out);
         self.cursors = recycle(cursors);

@@ -40,7 +40,7 @@ fn passages(docs: &[(&str, &str)]) -> Vec<PassageRecord> {
 
 fn search(bytes: &[u8], query: &str, extra: &str, w: f32, k: usize) -> Vec<(u32, f32)> {
     let lex = Lexical::open(bytes).unwrap();
-    let mut s = LexicalSearcher::new();
+    let mut s = LexicalSearcher::with_window(64);
     let mut out = Hits::new();
     s.search(&lex, query, extra, w, k, &mut out);
     let fast: Vec<(u32, f32)> = out.iter().map(|h| (h.index, h.score)).collect();
@@ -284,9 +284,10 @@ fn vocabulary(rng: &mut XorShift, n: usize) -> Vec<String> {
 #[test]
 fn fast_path_equals_exhaustive_and_naive_on_random_corpora() {
     let mut rng = XorShift::new(0x1e81ca1);
-    let mut searcher = LexicalSearcher::new();
     let mut out = Hits::new();
     for round in 0..12 {
+        // MaxScore windows from 64 documents (many windows) to the default (one).
+        let mut searcher = LexicalSearcher::with_window([64, 200, 1000, 0][round / 3 % 4]);
         let size = 20 + rng.below(300) as usize;
         let vocab = vocabulary(&mut rng, size);
         let n = 1 + rng.below(if round % 3 == 0 { 1500 } else { 200 }) as usize;
