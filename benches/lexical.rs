@@ -18,6 +18,7 @@
 //!
 //!     cargo bench --bench lexical                     # 2.4k, 100k (+ Spoken-SQuAD)
 //!     PRIMD_BENCH_1M=1 cargo bench --bench lexical    # + 1M
+//!     PRIMD_BENCH_QUICK=1 ...                         # char4 queries only (no build cost, no words)
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -337,7 +338,7 @@ fn lexical(c: &mut Criterion) {
             format!("lexical_{:.1}k", n as f64 / 1000.0)
         };
         let char4 = section(n, &DEFAULT_ANALYZER, &passages);
-        if n <= 100_000 {
+        if n <= 100_000 && std::env::var_os("PRIMD_BENCH_QUICK").is_none() {
             build_cost(&passages);
             let words = section(n, &WORDS, &passages);
             bench_queries(c, &name, &words, &queries, true);

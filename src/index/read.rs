@@ -999,7 +999,11 @@ mod tests {
         let (mut passages, vectors) = corpus(5, 16, 24);
         for p in &mut passages {
             p.title.clear();
-            p.text = if p.chunk == 1 { "… — !".into() } else { String::new() };
+            p.text = if p.chunk == 1 {
+                "… — !".into()
+            } else {
+                String::new()
+            };
         }
         let p = dir.path().join("e.idx");
         write_index(&p, &meta(16), &passages, &vectors).unwrap();

@@ -275,8 +275,10 @@ pub(crate) fn pack(values: &[u32], width: u32, out: &mut Vec<u8>) {
 /// one unaligned 8-byte load.
 const UNPACK_BUF: usize = BLOCK * 4 + 8;
 
-/// Unpacks `out.len()` (≤ [`BLOCK`]) values of `width` bits from `src`; missing bytes read
-/// as zero, `width` > 32 gives zeros (a corrupt block: garbage, never a panic).
+/// Unpacks `out.len()` (≤ [`BLOCK`]) values of `width` bits from the start of `src`;
+/// missing bytes read as zero, `width` > 32 gives zeros (a corrupt block: garbage, never a
+/// panic). Bytes of `src` past the packed values are read but masked off: callers pass
+/// the rest of the list when they have it, so the common case reads in place.
 pub(crate) fn unpack(src: &[u8], width: u32, out: &mut [u32]) {
     let n = out.len().min(BLOCK);
     let out = &mut out[..n];
@@ -284,31 +286,39 @@ pub(crate) fn unpack(src: &[u8], width: u32, out: &mut [u32]) {
         out.fill(0);
         return;
     }
-    let mut buf = [0u8; UNPACK_BUF];
-    let len = src.len().min(packed_len(n, width));
-    buf[..len].copy_from_slice(&src[..len]);
+    let need = packed_len(n, width);
     macro_rules! widths {
-        ($($w:literal)*) => {
+        ($bytes:expr; $($w:literal)*) => {
             match width {
-                $($w => unpack_w::<$w>(&buf, out),)*
+                $($w => unpack_w::<$w>($bytes, out),)*
                 _ => out.fill(0),
             }
         };
     }
-    widths!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32);
+    if src.len() >= need + 8 {
+        widths!(src; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32);
+    } else {
+        // Near the end of the list: a zero-padded copy keeps every 8-byte load in bounds.
+        let mut buf = [0u8; UNPACK_BUF];
+        let len = src.len().min(need);
+        buf[..len].copy_from_slice(&src[..len]);
+        widths!(&buf[..]; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32);
+    }
 }
 
 /// [`unpack`] for one width, so the shifts and masks are constants the compiler unrolls.
+/// `bytes` holds at least `packed_len(out.len(), W) + 8` bytes (checked by the caller;
+/// a shorter slice would only yield zeros, never a panic).
 #[inline(always)]
-fn unpack_w<const W: usize>(buf: &[u8; UNPACK_BUF], out: &mut [u32]) {
+fn unpack_w<const W: usize>(bytes: &[u8], out: &mut [u32]) {
     let mask = (1u64 << W) - 1;
     for (i, v) in out.iter_mut().enumerate() {
         let bit = i * W;
-        let at = bit / 8;
-        // at + 8 ≤ (127·32)/8 + 8 < UNPACK_BUF: always in bounds.
-        let mut word = [0u8; 8];
-        word.copy_from_slice(&buf[at..at + 8]);
-        *v = ((u64::from_le_bytes(word) >> (bit % 8)) & mask) as u32;
+        let word = bytes
+            .get(bit / 8..)
+            .and_then(|b| b.first_chunk::<8>())
+            .map_or(0, |w| u64::from_le_bytes(*w));
+        *v = ((word >> (bit % 8)) & mask) as u32;
     }
 }
 

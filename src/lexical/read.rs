@@ -499,9 +499,14 @@ impl<'a> Postings<'a> {
         };
         let (doc_width, tf_width) = (u32::from(doc_width), u32::from(tf_width));
         let docs_len = packed_len(count, doc_width);
+        if bytes.len() < 2 + docs_len + packed_len(count, tf_width) {
+            return;
+        }
+        // From each packed run to the end of the term's data: `unpack` reads in place
+        // when 8 spare bytes follow (and masks them off), copies only near the end.
         let (Some(doc_bytes), Some(tf_bytes)) = (
-            bytes.get(2..2 + docs_len),
-            bytes.get(2 + docs_len..2 + docs_len + packed_len(count, tf_width)),
+            self.data.get(start.unwrap_or(0) + 2..),
+            self.data.get(start.unwrap_or(0) + 2 + docs_len..),
         ) else {
             return;
         };

@@ -342,23 +342,31 @@ impl LexicalSearcher {
                 }
                 // Candidates in document order; probe the non-essential terms, strongest
                 // first, while the document can still make the top-k.
-                for word in 0..window / 64 {
-                    let mut bits = std::mem::take(&mut self.bits[word]);
+                let (upper, order) = (&self.upper[..first], &self.order[..first]);
+                let non_essential = upper.last().copied().unwrap_or(0.0);
+                let (mut candidates, mut probes) = (0u64, 0u64);
+                for (word, bits) in self.bits.iter_mut().enumerate() {
+                    let mut bits = std::mem::take(bits);
                     while bits != 0 {
                         let at = word * 64 + bits.trailing_zeros() as usize;
                         bits &= bits - 1;
+                        let Some(acc) = self.wacc.get_mut(at) else {
+                            break;
+                        };
+                        let mut score = std::mem::take(acc);
+                        candidates += 1;
+                        if score + non_essential <= theta {
+                            continue;
+                        }
                         let d = w0 + at as u32;
-                        let mut score = std::mem::take(&mut self.wacc[at]);
-                        self.stats.candidates += 1;
                         let mut norm = None;
-                        for j in (0..first).rev() {
-                            if score + self.upper[j] <= theta {
+                        for (&bound, &i) in upper.iter().zip(order).rev() {
+                            if score + bound <= theta {
                                 break;
                             }
-                            let i = self.order[j];
                             let c = &mut cursors[i];
                             c.advance(d);
-                            self.stats.probes += 1;
+                            probes += 1;
                             if c.doc() == d {
                                 let norm = *norm.get_or_insert_with(|| scorer.norm(lex.doc_len(d)));
                                 let q = &self.terms[i];
@@ -372,6 +380,8 @@ impl LexicalSearcher {
                         }
                     }
                 }
+                self.stats.candidates += candidates;
+                self.stats.probes += probes;
             }
             w0 = w1;
         }
