@@ -44,32 +44,29 @@ fn short_reference_sentences_match_sentence_transformers() {
 const SHOWN: usize = 10;
 const REFERENCE_DEPTH: usize = 12;
 
-/// The bundled demo, end to end through the `primd` binary, gives the top-10 recorded
-/// on x86 (`demo/expected-top10.jsonl`, which holds the top 12 with scores) for every
-/// question, up to near-ties (see [`same_ranking`]). The index is the one a user flashes:
-/// built on an x86 workstation with the defaults (int8) and committed as
-/// `tests/data/demo-x86.idx` (`PRIMD_DEMO_INDEX` names another), so what is compared
-/// is this machine's query side, as on a board. An index built here instead would move
-/// the passages' vectors too: measured with tract held to AVX2+FMA (`TRACT_CPU_ISA`),
-/// that doubled the largest score difference (3.4e-3 → 8.3e-3, 1.0e-2 without FMA),
-/// past the tolerance that still catches a score off by 0.01. On aarch64 this runs the
-/// int8 encoder on the NEON qgemm kernels.
-#[test]
-fn demo_gives_the_same_top10_as_the_x86_reference() {
-    // Named in the output so a failure report says which kernels this machine ran.
-    eprintln!("{}", machine());
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let index = std::env::var_os("PRIMD_DEMO_INDEX")
+/// The demo index a user flashes: built on an x86 workstation with the defaults (int8
+/// encoder, lexical section) and committed as `tests/data/demo-x86.idx`
+/// (`PRIMD_DEMO_INDEX` names another), so what these tests compare is this machine's
+/// query side, as on a board. An index built here instead would move the passages'
+/// vectors too: measured with tract held to AVX2+FMA (`TRACT_CPU_ISA`), that doubled the
+/// largest score difference (3.4e-3 → 8.3e-3, 1.0e-2 without FMA), past the tolerance
+/// that still catches a score off by 0.01.
+fn demo_index() -> PathBuf {
+    std::env::var_os("PRIMD_DEMO_INDEX")
         .map(PathBuf::from)
-        .unwrap_or_else(|| common::data("demo-x86.idx"));
+        .unwrap_or_else(|| common::data("demo-x86.idx"))
+}
+
+/// `primd run` over the bundled demo stream with `extra` flags: its final results.
+fn run_demo(extra: &[&str]) -> Vec<serde_json::Value> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let out = common::command(env!("CARGO_BIN_EXE_primd"))
         .arg("run")
-        .arg("--top-k")
-        .arg(REFERENCE_DEPTH.to_string())
+        .args(extra)
         .arg("--model")
         .arg(common::model_dir())
         .arg("--index")
-        .arg(&index)
+        .arg(demo_index())
         .arg("--input")
         .arg(root.join("demo/stream.jsonl"))
         .output()
@@ -80,13 +77,33 @@ fn demo_gives_the_same_top10_as_the_x86_reference() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let expected: Vec<serde_json::Value> =
-        std::fs::read_to_string(root.join("demo/expected-top10.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-    assert_eq!(got.len(), expected.len(), "stderr: {stderr}");
+    assert_eq!(got.len(), 10, "one answer per demo question: {stderr}");
+    got
+}
+
+fn jsonl(path: &str) -> Vec<serde_json::Value> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(root.join(path))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The dense retriever (this machine's encoder and scan/rerank kernels) gives the top-10
+/// recorded on x86 (`demo/expected-top10.jsonl`, which holds the top 12 with scores)
+/// for every demo question, up to near-ties (see [`same_ranking`]). Dense on purpose:
+/// its scores are the embedder's cosines, what another architecture can change; BM25
+/// is exact integer counting and float sums in a fixed order. On aarch64 this runs the
+/// int8 encoder on the NEON qgemm kernels.
+#[test]
+fn demo_gives_the_same_top10_as_the_x86_reference() {
+    // Named in the output so a failure report says which kernels this machine ran.
+    eprintln!("{}", machine());
+    let depth = REFERENCE_DEPTH.to_string();
+    let got = run_demo(&["--retriever", "dense", "--top-k", &depth]);
+    let expected = jsonl("demo/expected-top10.jsonl");
+    assert_eq!(got.len(), expected.len());
     for (g, x) in got.iter().zip(&expected) {
         assert_eq!(g["text"], x["final"]);
         let results = g["results"].as_array().unwrap();
@@ -105,6 +122,29 @@ fn demo_gives_the_same_top10_as_the_x86_reference() {
         if let Err(e) = same_ranking(&got, &want, SHOWN) {
             panic!("{}: {e}\n{}", x["final"], machine());
         }
+    }
+}
+
+/// The default retriever on this machine (hybrid: BM25 on every partial, fused with the
+/// dense scores) answers every demo question with its passage first, from the index
+/// built on x86.
+#[test]
+fn demo_hybrid_puts_each_questions_passage_first() {
+    let got = run_demo(&[]);
+    for (g, q) in got.iter().zip(&jsonl("demo/questions.jsonl")) {
+        assert_eq!(g["text"], q["final"]);
+        assert_eq!(
+            g["results"][0]["id"],
+            q["expected_id"],
+            "{}\n{}",
+            g["text"],
+            machine()
+        );
+        assert!(
+            g["results"][0]["bm25"].as_f64().is_some(),
+            "hybrid: the top passage has a BM25 score: {}",
+            g["results"][0]
+        );
     }
 }
 
