@@ -30,6 +30,8 @@
 //! `vpdpbusd`), one 128-bit load is 4 × 4 (the shape of `sdot`). `K` is padded to a
 //! multiple of 4 and `N` to a multiple of 16 with zeros.
 
+use std::marker::PhantomData;
+use std::ops::Range;
 use std::sync::OnceLock;
 
 mod scalar;
@@ -143,8 +145,12 @@ type QuantizeFn = unsafe fn(&[f32], usize, &mut [i8], &mut [f32], &mut [i32]);
 struct Kernels {
     name: &'static str,
     quantize: QuantizeFn,
-    gemm: unsafe fn(&Activations<'_>, &PackedWeights, &mut [f32]),
+    gemm: GemmFn,
 }
+
+/// `(a, w, epilogue, panels, out)`: the panels `panels` of `a · Wᵀ`, epilogue applied,
+/// written into `out` (see [`gemm_driver!`]).
+type GemmFn = unsafe fn(&Activations<'_>, &PackedWeights, Epilogue<'_>, Range<usize>, Out);
 
 const SCALAR: Kernels = Kernels {
     name: "scalar",
@@ -212,19 +218,126 @@ pub fn kernel_name() -> &'static str {
 /// # Panics
 /// If `x.len() != m · k` or `out.len() != m · n`.
 pub fn linear(x: &[f32], m: usize, w: &PackedWeights, scratch: &mut Scratch, out: &mut [f32]) {
-    linear_with(kernels(), x, m, w, scratch, out)
+    linear_with(kernels(), x, m, w, Epilogue::Bias, &Serial, scratch, out)
 }
 
+/// What the GEMM does to each output value after dequantizing it, while it is still in
+/// registers: the fused epilogues of the encoder (issue #17). Every kernel applies the
+/// same float operations in the same order, so results stay bit-identical across kernels.
+#[derive(Clone, Copy, Debug)]
+pub enum Epilogue<'a> {
+    /// `y = acc · s + b` (the plain linear layer).
+    Bias,
+    /// `y = gelu(acc · s + b)`, exact-erf GELU ([`gelu`]): the FFN-in layer.
+    BiasGelu,
+    /// `y = (acc · s + b) + r[row, col]`, `r` being `m × n` like the output: the residual
+    /// connection before a LayerNorm.
+    BiasResidual(&'a [f32]),
+}
+
+/// Splits work across threads: [`Parallel::run`] calls `f(i)` exactly once for every `i`
+/// in `0..parts()`, possibly concurrently, and returns when all calls have returned.
+///
+/// # Safety
+/// The GEMM gives each part a disjoint set of output columns and writes them through a
+/// shared pointer: an implementation that calls `f` twice with the same `i`, or returns
+/// before every call has finished, would let two writers race or outlive the output.
+pub unsafe trait Parallel: Sync {
+    fn parts(&self) -> usize;
+    fn run(&self, f: &(dyn Fn(usize) + Sync));
+}
+
+/// The calling thread alone.
+pub struct Serial;
+
+// SAFETY: one part, run once, on the calling thread, before returning.
+unsafe impl Parallel for Serial {
+    fn parts(&self) -> usize {
+        1
+    }
+    fn run(&self, f: &(dyn Fn(usize) + Sync)) {
+        f(0)
+    }
+}
+
+/// `out[m × n] = epilogue(quantize(x[m × k]) · Wᵀ dequantized + bias)`, the output
+/// channels split into `par.parts()` contiguous runs of panels computed concurrently
+/// (the activations are quantized once, by the calling thread).
+///
+/// # Panics
+/// If `x.len() != m · k`, `out.len() != m · n`, or a residual is not `m · n` long.
+#[allow(clippy::too_many_arguments)]
+pub fn linear_fused(
+    x: &[f32],
+    m: usize,
+    w: &PackedWeights,
+    epilogue: Epilogue<'_>,
+    par: &dyn Parallel,
+    scratch: &mut Scratch,
+    out: &mut [f32],
+) {
+    linear_with(kernels(), x, m, w, epilogue, par, scratch, out)
+}
+
+/// Output of a GEMM shared by the threads of one call: each writes only the columns of
+/// its own panels (see [`Parallel`]). Built from a `&mut [f32]` that outlives the call.
+#[derive(Clone, Copy)]
+struct Out<'a> {
+    ptr: *mut f32,
+    len: usize,
+    _borrow: PhantomData<&'a mut [f32]>,
+}
+
+// SAFETY: `Out` is only handed to the parts of one `linear_with` call, which write
+// disjoint column ranges (their own panels) of the borrowed slice and finish before the
+// call returns (the `Parallel` contract).
+unsafe impl Send for Out<'_> {}
+unsafe impl Sync for Out<'_> {}
+
+impl<'a> Out<'a> {
+    fn new(out: &'a mut [f32]) -> Self {
+        Out {
+            ptr: out.as_mut_ptr(),
+            len: out.len(),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// Writes `v` at `at..at + v.len()`.
+    #[inline(always)]
+    fn write(&self, at: usize, v: &[f32]) {
+        assert!(at + v.len() <= self.len, "GEMM output out of bounds");
+        // SAFETY: in bounds (checked above); no other part writes these columns and the
+        // slice is borrowed mutably for the whole call (see the `Send`/`Sync` impls).
+        unsafe {
+            self.ptr
+                .add(at)
+                .copy_from_nonoverlapping(v.as_ptr(), v.len())
+        }
+    }
+}
+
+/// Panels `[p0, p1)` of part `i` of `parts`: contiguous, balanced, covering all.
+fn part_panels(panels: usize, i: usize, parts: usize) -> Range<usize> {
+    panels * i / parts..panels * (i + 1) / parts
+}
+
+#[allow(clippy::too_many_arguments)]
 fn linear_with(
     set: &Kernels,
     x: &[f32],
     m: usize,
     w: &PackedWeights,
+    epilogue: Epilogue<'_>,
+    par: &dyn Parallel,
     scratch: &mut Scratch,
     out: &mut [f32],
 ) {
     assert_eq!(x.len(), m * w.k, "x is m × k");
     assert_eq!(out.len(), m * w.n, "out is m × n");
+    if let Epilogue::BiasResidual(r) = epilogue {
+        assert_eq!(r.len(), m * w.n, "the residual is m × n");
+    }
     if m == 0 {
         return;
     }
@@ -235,13 +348,20 @@ fn linear_with(
     scratch.zero.clear();
     scratch.zero.resize(m, 0);
     if w.k == 0 {
-        for row in out.chunks_exact_mut(w.n) {
-            row.copy_from_slice(&w.bias[..w.n]);
+        // No panels to loop over: every output is its bias, then the epilogue.
+        for (r, row) in out.chunks_exact_mut(w.n).enumerate() {
+            for (c, y) in row.iter_mut().enumerate() {
+                *y = match epilogue {
+                    Epilogue::Bias => w.bias[c],
+                    Epilogue::BiasGelu => gelu(w.bias[c]),
+                    Epilogue::BiasResidual(res) => w.bias[c] + res[r * w.n + c],
+                };
+            }
         }
         return;
     }
     // SAFETY: `set` comes from `supported()` (or is SCALAR), so its CPU features were
-    // detected; buffer sizes were checked or set just above.
+    // detected; buffer sizes were set just above.
     unsafe {
         (set.quantize)(
             x,
@@ -249,14 +369,28 @@ fn linear_with(
             &mut scratch.q,
             &mut scratch.scale,
             &mut scratch.zero,
-        );
-        let a = Activations {
-            q: &scratch.q,
-            scale: &scratch.scale,
-            zero: &scratch.zero,
-            m,
-        };
-        (set.gemm)(&a, w, out);
+        )
+    };
+    let a = Activations {
+        q: &scratch.q,
+        scale: &scratch.scale,
+        zero: &scratch.zero,
+        m,
+    };
+    let out = Out::new(out);
+    let (panels, parts) = (w.panels(), par.parts().max(1));
+    let gemm = set.gemm;
+    let part = |i: usize| {
+        // SAFETY: as for the quantizer; `a` and `out` have the sizes checked above, and
+        // each part gets its own panels.
+        unsafe { gemm(&a, w, epilogue, part_panels(panels, i, parts), out) }
+    };
+    if parts == 1 || panels < 2 * parts {
+        // Too little to split: the calling thread does it all.
+        // SAFETY: as above, one part covering every panel.
+        unsafe { gemm(&a, w, epilogue, 0..panels, out) }
+    } else {
+        par.run(&part);
     }
 }
 
@@ -296,17 +430,61 @@ fn quantize_rows_generic<const U8: bool>(
     }
 }
 
-/// The tile loop every kernel shares: for each panel of 16 channels and each group of up
-/// to 4 rows, `$tile::<R>(a, kp, panel) -> [[i32; NR]; R]` computes the integer sums
-/// `Σ q·w` (plus `128 · Σ w` when `$shift` is 1: the kernel fed `q + 128` as u8), then
-/// the zero points are removed and the sums dequantized into `out`. A macro, not a function, so that the
-/// whole loop is compiled inside each kernel's `#[target_feature]` function.
+/// Exact-erf GELU as BERT defines it, `x/2 · (1 + erf(x/√2))`, with [`erf`].
+/// `#[inline(always)]`: it is compiled inside each kernel's epilogue, where it vectorises.
+#[inline(always)]
+pub fn gelu(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
+/// `erf` in f32 without branches (so loops over it vectorise): Abramowitz & Stegun
+/// 7.1.28, `1 − (1 + a₁x + … + a₆x⁶)⁻¹⁶`, absolute error below 2e-6 in f32 (the 16th power amplifies rounding) — the formula
+/// tract's `Erf` uses, so the fused path keeps the arithmetic the int8 model was
+/// validated with. No `mul_add`: without FMA in the target it is a libm call.
+#[inline(always)]
+#[allow(clippy::excessive_precision)]
+pub fn erf(x: f32) -> f32 {
+    const A: [f32; 6] = [
+        0.0705230784,
+        0.0422820123,
+        0.0092705272,
+        0.0001520143,
+        0.0002765672,
+        0.0000430638,
+    ];
+    let ax = x.abs();
+    let mut p = A[5] * ax;
+    p = (A[4] + p) * ax;
+    p = (A[3] + p) * ax;
+    p = (A[2] + p) * ax;
+    p = (A[1] + p) * ax;
+    p = (A[0] + p) * ax;
+    let p2 = (p + 1.0) * (p + 1.0);
+    let p4 = p2 * p2;
+    let p8 = p4 * p4;
+    let y = 1.0 - 1.0 / (p8 * p8);
+    y.copysign(x)
+}
+
+/// The tile loop every kernel shares: for each panel of 16 channels in `$panels` and
+/// each group of up to 4 rows, `$tile::<R>(a, kp, panel) -> [[i32; NR]; R]` computes the
+/// integer sums `Σ q·w` (plus `128 · Σ w` when `$shift` is 1: the kernel fed `q + 128` as
+/// u8), then the zero points are removed, the sums dequantized, the [`Epilogue`] applied
+/// and the row written into `$out`. A macro, not a function, so that the whole loop
+/// (epilogue included: GELU vectorises there) is compiled inside each kernel's
+/// `#[target_feature]` function.
 macro_rules! gemm_driver {
-    ($a:expr, $w:expr, $out:expr, $shift:expr, $tile:ident) => {{
-        let (a, w, out): (&Activations<'_>, &PackedWeights, &mut [f32]) = ($a, $w, $out);
+    ($a:expr, $w:expr, $ep:expr, $panels:expr, $out:expr, $shift:expr, $tile:ident) => {{
+        let (a, w, ep, panels, out): (
+            &Activations<'_>,
+            &PackedWeights,
+            super::Epilogue<'_>,
+            std::ops::Range<usize>,
+            super::Out<'_>,
+        ) = ($a, $w, $ep, $panels, $out);
         const { assert!(MR == 4, "the tile match below covers 1..=4 rows") };
         let (kp, n) = (w.kp, w.n);
-        for p in 0..w.panels() {
+        for p in panels {
             let panel = &w.data[p * kp * NR..][..kp * NR];
             let c0 = p * NR;
             let cols = NR.min(n - c0);
@@ -315,16 +493,18 @@ macro_rules! gemm_driver {
             let mut r0 = 0;
             while r0 < a.m {
                 let rows = MR.min(a.m - r0);
-                let base = &a.q[r0 * kp..(r0 + rows) * kp];
                 let mut acc = [[0i32; NR]; MR];
-                // SAFETY: `base` holds `rows` rows of `kp` bytes and `panel` `kp · NR`
-                // bytes: exactly what a tile of `rows` rows reads.
-                unsafe {
-                    match rows {
-                        1 => acc[..1].copy_from_slice(&$tile::<1>(base, kp, panel)),
-                        2 => acc[..2].copy_from_slice(&$tile::<2>(base, kp, panel)),
-                        3 => acc[..3].copy_from_slice(&$tile::<3>(base, kp, panel)),
-                        _ => acc.copy_from_slice(&$tile::<4>(base, kp, panel)),
+                {
+                    let base = &a.q[r0 * kp..(r0 + rows) * kp];
+                    // SAFETY: `base` holds `rows` rows of `kp` bytes and `panel` `kp · NR`
+                    // bytes: exactly what a tile of `rows` rows reads.
+                    unsafe {
+                        match rows {
+                            1 => acc[..1].copy_from_slice(&$tile::<1>(base, kp, panel)),
+                            2 => acc[..2].copy_from_slice(&$tile::<2>(base, kp, panel)),
+                            3 => acc[..3].copy_from_slice(&$tile::<3>(base, kp, panel)),
+                            _ => acc.copy_from_slice(&$tile::<4>(base, kp, panel)),
+                        }
                     }
                 }
                 for (r, acc_r) in acc.iter().enumerate().take(rows) {
@@ -334,7 +514,19 @@ macro_rules! gemm_driver {
                         let exact = acc_r[c].wrapping_sub(z.wrapping_mul(w.col_sum[c0 + c]));
                         y[c] = (exact as f32) * (sa * scale[c]) + bias[c];
                     }
-                    out[(r0 + r) * n + c0..][..cols].copy_from_slice(&y[..cols]);
+                    let at = (r0 + r) * n + c0;
+                    match ep {
+                        super::Epilogue::Bias => {}
+                        super::Epilogue::BiasGelu => {
+                            y.iter_mut().for_each(|v| *v = super::gelu(*v))
+                        }
+                        super::Epilogue::BiasResidual(res) => {
+                            for (v, r) in y.iter_mut().zip(&res[at..at + cols]) {
+                                *v += *r;
+                            }
+                        }
+                    }
+                    out.write(at, &y[..cols]);
                 }
                 r0 += rows;
             }

@@ -19,7 +19,9 @@
 
 use std::arch::x86_64::*;
 
-use super::{Activations, MR, NR, PackedWeights, gemm_driver};
+use std::ops::Range;
+
+use super::{Activations, Epilogue, MR, NR, Out, PackedWeights, gemm_driver};
 
 /// # Safety
 /// The CPU must support AVX2.
@@ -123,13 +125,25 @@ fn store<const R: usize>(acc: [[__m256i; 2]; R]) -> [[i32; NR]; R] {
 /// # Safety
 /// The CPU must support AVX2 and AVX-VNNI.
 #[target_feature(enable = "avx2,avxvnni")]
-pub(super) unsafe fn gemm_vnni(a: &Activations<'_>, w: &PackedWeights, out: &mut [f32]) {
-    gemm_driver!(a, w, out, 1, tile_vnni)
+pub(super) unsafe fn gemm_vnni(
+    a: &Activations<'_>,
+    w: &PackedWeights,
+    ep: Epilogue<'_>,
+    panels: Range<usize>,
+    out: Out<'_>,
+) {
+    gemm_driver!(a, w, ep, panels, out, 1, tile_vnni)
 }
 
 /// # Safety
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn gemm_avx2(a: &Activations<'_>, w: &PackedWeights, out: &mut [f32]) {
-    gemm_driver!(a, w, out, 0, tile_avx2)
+pub(super) unsafe fn gemm_avx2(
+    a: &Activations<'_>,
+    w: &PackedWeights,
+    ep: Epilogue<'_>,
+    panels: Range<usize>,
+    out: Out<'_>,
+) {
+    gemm_driver!(a, w, ep, panels, out, 0, tile_avx2)
 }
