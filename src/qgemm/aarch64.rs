@@ -16,7 +16,7 @@ use std::arch::asm;
 
 use std::ops::Range;
 
-use super::{Activations, Epilogue, MR, NR, Out, PackedWeights, gemm_driver};
+use super::{Activations, Epilogue, MR, MR_MAX, NR, Out, PackedWeights, gemm_driver};
 
 /// # Safety
 /// The CPU must have `dotprod`; `a` holds `R` rows of `kp` bytes (`kp` a multiple of 4)

@@ -18,7 +18,8 @@
 //!   the same order in every kernel, so all kernels give bit-identical results.
 //!
 //! Kernels (chosen once at first use, `PRIMD_FORCE_SCALAR=1` forces the scalar one):
-//! x86_64 AVX-VNNI `vpdpbusd` (4 u8×s8 products summed per i32 lane), x86_64 AVX2
+//! x86_64 AVX512-VNNI (512-bit `vpdpbusd`: one instruction per 16-channel × 4-feature
+//! group), x86_64 AVX-VNNI `vpdpbusd` (4 u8×s8 products summed per i32 lane), x86_64 AVX2
 //! `vpmaddubsw`+`vpmaddwd` (with the sign trick, exact), aarch64 `sdot` when the CPU has
 //! the dot-product extension, plain NEON `smull`/`sadalp` otherwise, and the scalar
 //! reference. Each computes a tile of up to [`MR`] rows × [`NR`] output channels; the
@@ -44,8 +45,11 @@ mod aarch64;
 
 /// Output channels per packed panel (and per micro-kernel tile).
 pub const NR: usize = 16;
-/// Rows (tokens) per micro-kernel tile.
+/// Rows (tokens) per micro-kernel tile (the 256-bit and NEON kernels: their
+/// accumulators fill the register file at 4 rows × 16 channels).
 pub const MR: usize = 4;
+/// The tallest tile any kernel uses (AVX-512, with 32 registers: 8 rows).
+const MR_MAX: usize = 8;
 
 /// An int8 weight matrix with per-output-channel scales and a float bias, packed for the
 /// kernels.
@@ -177,6 +181,16 @@ fn supported() -> Vec<Kernels> {
                 gemm: x86_64::gemm_vnni,
             });
         }
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vnni")
+        {
+            sets.push(Kernels {
+                name: "x86_64-avx512vnni",
+                quantize: x86_64::quantize_rows_avx2_u8,
+                gemm: x86_64::gemm_avx512,
+            });
+        }
     }
     #[cfg(target_arch = "aarch64")]
     {
@@ -207,7 +221,8 @@ fn kernels() -> &'static Kernels {
     })
 }
 
-/// Name of the kernel chosen at run time: "x86_64-avxvnni", "x86_64-avx2",
+/// Name of the kernel chosen at run time: "x86_64-avx512vnni", "x86_64-avxvnni",
+/// "x86_64-avx2",
 /// "aarch64-neon-dotprod", "aarch64-neon" or "scalar".
 pub fn kernel_name() -> &'static str {
     kernels().name
@@ -474,7 +489,10 @@ pub fn erf(x: f32) -> f32 {
 /// (epilogue included: GELU vectorises there) is compiled inside each kernel's
 /// `#[target_feature]` function.
 macro_rules! gemm_driver {
-    ($a:expr, $w:expr, $ep:expr, $panels:expr, $out:expr, $shift:expr, $tile:ident) => {{
+    ($a:expr, $w:expr, $ep:expr, $panels:expr, $out:expr, $shift:expr, $tile:ident) => {
+        gemm_driver!($a, $w, $ep, $panels, $out, $shift, $tile, MR)
+    };
+    ($a:expr, $w:expr, $ep:expr, $panels:expr, $out:expr, $shift:expr, $tile:ident, $mr:expr) => {{
         let (a, w, ep, panels, out): (
             &Activations<'_>,
             &PackedWeights,
@@ -482,7 +500,12 @@ macro_rules! gemm_driver {
             std::ops::Range<usize>,
             super::Out<'_>,
         ) = ($a, $w, $ep, $panels, $out);
-        const { assert!(MR == 4, "the tile match below covers 1..=4 rows") };
+        const {
+            assert!(
+                $mr >= 1 && $mr <= MR_MAX,
+                "the tile match below covers 1..=8 rows"
+            )
+        };
         let (kp, n) = (w.kp, w.n);
         for p in panels {
             let panel = &w.data[p * kp * NR..][..kp * NR];
@@ -492,8 +515,8 @@ macro_rules! gemm_driver {
             let bias = &w.bias[c0..c0 + NR];
             let mut r0 = 0;
             while r0 < a.m {
-                let rows = MR.min(a.m - r0);
-                let mut acc = [[0i32; NR]; MR];
+                let rows = ($mr).min(a.m - r0);
+                let mut acc = [[0i32; NR]; MR_MAX];
                 {
                     let base = &a.q[r0 * kp..(r0 + rows) * kp];
                     // SAFETY: `base` holds `rows` rows of `kp` bytes and `panel` `kp · NR`
@@ -503,7 +526,13 @@ macro_rules! gemm_driver {
                             1 => acc[..1].copy_from_slice(&$tile::<1>(base, kp, panel)),
                             2 => acc[..2].copy_from_slice(&$tile::<2>(base, kp, panel)),
                             3 => acc[..3].copy_from_slice(&$tile::<3>(base, kp, panel)),
-                            _ => acc.copy_from_slice(&$tile::<4>(base, kp, panel)),
+                            4 => acc[..4].copy_from_slice(&$tile::<4>(base, kp, panel)),
+                            // Only kernels whose tile holds more rows get here.
+                            5 if $mr >= 5 => acc[..5].copy_from_slice(&$tile::<5>(base, kp, panel)),
+                            6 if $mr >= 6 => acc[..6].copy_from_slice(&$tile::<6>(base, kp, panel)),
+                            7 if $mr >= 7 => acc[..7].copy_from_slice(&$tile::<7>(base, kp, panel)),
+                            8 if $mr >= 8 => acc[..8].copy_from_slice(&$tile::<8>(base, kp, panel)),
+                            _ => unreachable!("rows ≤ the tile height"),
                         }
                     }
                 }

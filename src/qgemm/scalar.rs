@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use super::{Activations, Epilogue, MR, NR, Out, PackedWeights, gemm_driver};
+use super::{Activations, Epilogue, MR, MR_MAX, NR, Out, PackedWeights, gemm_driver};
 
 /// Quantizes `x` (rows of `k` floats) into `q` (rows of `q.len() / scale.len()` bytes).
 ///
