@@ -391,17 +391,14 @@ fn attention(qkv: &[f32], n: usize, scores: &mut [f32], ctx: &mut [f32]) {
         let off = h * HEAD_DIM;
         for i in 0..n {
             let q = &qkv[i * STRIDE + off..][..HEAD_DIM];
-            let mut max = f32::NEG_INFINITY;
             for (j, sc) in scores.iter_mut().enumerate() {
                 let k = &qkv[j * STRIDE + DIM + off..][..HEAD_DIM];
                 *sc = dot8(q, k) * scale;
-                max = max.max(*sc);
             }
-            let mut sum = 0.0;
-            for sc in scores.iter_mut() {
-                *sc = exp(*sc - max);
-                sum += *sc;
-            }
+            // Max, exp and sum as separate passes: each is a plain loop that vectorises.
+            let max = max8(scores);
+            scores.iter_mut().for_each(|sc| *sc = exp(*sc - max));
+            let sum = sum8(scores);
             let out: &mut [f32; HEAD_DIM] = (&mut ctx[i * DIM + off..][..HEAD_DIM])
                 .try_into()
                 .expect("HEAD_DIM wide");
@@ -416,6 +413,24 @@ fn attention(qkv: &[f32], n: usize, scores: &mut [f32], ctx: &mut [f32]) {
             out.iter_mut().for_each(|o| *o *= inv);
         }
     }
+}
+
+/// Maximum with 8 running maxima (NaN-free inputs: scores of finite activations).
+#[inline]
+fn max8(a: &[f32]) -> f32 {
+    let pick = |m: f32, v: f32| if v > m { v } else { m };
+    let mut acc = [f32::NEG_INFINITY; 8];
+    let c = a.chunks_exact(8);
+    let tail = c
+        .remainder()
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &v| pick(m, v));
+    for x in c {
+        for l in 0..8 {
+            acc[l] = pick(acc[l], x[l]);
+        }
+    }
+    acc.iter().fold(tail, |m, &v| pick(m, v))
 }
 
 /// Dot product with 8 running sums (a fixed order, so it vectorises without fast-math).
@@ -467,13 +482,17 @@ fn exp(x: f32) -> f32 {
         1.000000001e+00,
     ];
     let x = x.clamp(-87.0, 0.0);
-    let kf = (x * std::f32::consts::LOG2_E + 12_582_912.0) - 12_582_912.0;
+    // `k = round(x · log₂e)`, also read from the mantissa bits: no saturating cast,
+    // which would keep the loop scalar.
+    let shifted = x * std::f32::consts::LOG2_E + 12_582_912.0;
+    let kf = shifted - 12_582_912.0;
+    let k = shifted.to_bits().wrapping_sub(12_582_912.0f32.to_bits()) as i32;
     let r = (x - kf * 0.693_145_75) - kf * 1.428_606_8e-6;
     let mut p = POLY[0];
     for c in &POLY[1..] {
         p = p * r + c;
     }
-    p * f32::from_bits(((kf as i32 + 127) as u32) << 23)
+    p * f32::from_bits((k.wrapping_add(127) as u32) << 23)
 }
 
 #[cfg(test)]
