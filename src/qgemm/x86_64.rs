@@ -158,6 +158,7 @@ pub(super) unsafe fn gemm_avx2(
 /// summed at the end (exact: i32 wrapping adds commute).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[inline]
+#[allow(clippy::needless_range_loop)] // rows index three arrays and a pointer in step
 unsafe fn tile_avx512<const R: usize>(a: &[i8], kp: usize, panel: &[i8]) -> [[i32; NR]; R] {
     debug_assert!(a.len() >= R * kp && panel.len() >= kp * NR);
     let mut even = [_mm512_setzero_si512(); R];
