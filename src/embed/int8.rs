@@ -1,5 +1,9 @@
 //! The int8 encoder's weight matmuls as a tract op, backed by [`crate::qgemm`].
 //!
+//! Since issue #17 the int8 model runs on the fused forward pass of [`super::encoder`];
+//! this op remains so that tract can parse, type and run `model-int8.onnx` as written —
+//! the reference the fused pass is tested against.
+//!
 //! `models/fetch` writes `model-int8.onnx` with each of the 36 encoder linears (q, k, v,
 //! attention output, FFN in, FFN out × 6 layers) as one node `PrimdInt8Linear` (domain
 //! `ai.primd`): inputs `x` (f32 `[.., K]`), `weight` (int8 `[N, K]`, the torch layout),

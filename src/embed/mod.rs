@@ -12,11 +12,13 @@
 //! - the token count returned is what the model saw (after truncation), so callers can
 //!   count "new tokens" the same way the model does.
 
+mod encoder;
 mod error;
 mod fake;
 mod int8;
 mod model;
 mod pool;
+mod threads;
 mod tokenize;
 
 pub use error::EmbedError;

@@ -1,8 +1,10 @@
-//! The real embedder: tokenizer + MiniLM encoder on tract + mean pooling.
+//! The real embedder: tokenizer + MiniLM encoder + mean pooling.
 //!
-//! `Precision::Fp32` loads `model.onnx`; `Precision::Int8` loads `model-int8.onnx`, whose
-//! encoder linears are `PrimdInt8Linear` nodes (registered with tract's ONNX parser by
-//! [`super::int8`]); the rest of the loading, optimising and running is the same.
+//! `Precision::Fp32` loads `model.onnx` and runs it on tract; `Precision::Int8` reads the
+//! weights of `model-int8.onnx` and runs the fused int8 forward pass of
+//! [`super::encoder`] (with `embedder_threads` > 1, on a small persistent pool,
+//! [`super::threads`]). In tests the int8 file also runs on tract, its
+//! `PrimdInt8Linear` nodes registered by [`super::int8`], as the reference.
 //!
 //! The tract plan is built once per model with a symbolic sequence length `S`
 //! (concretising per length costs 130-190 ms per new length and gains nothing) and shared
@@ -18,7 +20,9 @@ use std::sync::Arc;
 
 use tract_onnx::prelude::*;
 
+use super::encoder::{Int8Encoder, Scratch as EncoderScratch};
 use super::pool::mean_pool_normalize;
+use super::threads::Pool;
 use super::tokenize::WordPiece;
 use super::{DIM, Embed, EmbedError, Embedding, Fingerprint, Precision};
 
@@ -63,16 +67,50 @@ type Plan = TypedRunnableModel;
 /// the token-embedding table when the graph names it.
 type LoadedGraph = (Arc<Plan>, Vec<InputRole>, Option<usize>);
 
-/// all-MiniLM-L6-v2 on tract. Owns reusable buffers; [`Embedder::fork`] makes another
-/// one sharing the loaded model.
+/// all-MiniLM-L6-v2: fp32 on tract, int8 on [`Int8Encoder`]. Owns reusable buffers;
+/// [`Embedder::fork`] makes another one sharing the loaded model.
 pub struct Embedder {
     tokenizer: Arc<WordPiece>,
-    plan: Arc<Plan>,
-    roles: Arc<[InputRole]>,
-    state: TypedSimpleState,
-    ids: Vec<i64>,
+    engine: Engine,
+    ids: Vec<u32>,
     precision: Precision,
     fingerprint: Fingerprint,
+    threads: usize,
+}
+
+/// What runs the encoder.
+enum Engine {
+    /// A tract plan (the fp32 model; the int8 graph too in tests, as a reference).
+    Tract {
+        plan: Arc<Plan>,
+        roles: Arc<[InputRole]>,
+        state: Box<TypedSimpleState>,
+        ids: Vec<i64>,
+    },
+    /// The fused int8 forward pass, with its buffers and its thread pool.
+    Int8 {
+        encoder: Arc<Int8Encoder>,
+        scratch: Box<EncoderScratch>,
+        pool: Option<Pool>,
+    },
+}
+
+impl Engine {
+    fn fork(&self, threads: usize) -> Result<Self, EmbedError> {
+        Ok(match self {
+            Engine::Tract { plan, roles, .. } => Engine::Tract {
+                plan: plan.clone(),
+                roles: roles.clone(),
+                state: Box::new(plan.spawn().map_err(|e| inference(&e))?),
+                ids: Vec::with_capacity(super::MAX_TOKENS),
+            },
+            Engine::Int8 { encoder, .. } => Engine::Int8 {
+                encoder: encoder.clone(),
+                scratch: Box::default(),
+                pool: (threads > 1).then(|| Pool::new(threads)),
+            },
+        })
+    }
 }
 
 impl Embedder {
@@ -86,7 +124,24 @@ impl Embedder {
             return Err(EmbedError::MissingFile { path: model_path });
         }
         let tokenizer = WordPiece::load(&dir.join(TOKENIZER_FILE))?;
-        let (plan, roles, vocab_rows) = build_plan(&model_path, opts)?;
+        let (engine, vocab_rows) = match opts.precision {
+            Precision::Int8 => {
+                let encoder = Int8Encoder::load(&model_path)?;
+                log::info!(
+                    "int8 encoder: {:.1} MiB of weights, GEMMs on the {} kernel",
+                    encoder.heap_bytes() as f64 / (1 << 20) as f64,
+                    crate::qgemm::kernel_name()
+                );
+                let rows = encoder.vocab_rows();
+                let engine = Engine::Int8 {
+                    encoder: Arc::new(encoder),
+                    scratch: Box::default(),
+                    pool: None,
+                };
+                (engine.fork(opts.threads)?, Some(rows))
+            }
+            Precision::Fp32 => Self::tract_engine(&model_path, opts)?,
+        };
         if let Some(rows) = vocab_rows
             && rows != tokenizer.vocab_size()
         {
@@ -99,31 +154,56 @@ impl Embedder {
                 ),
             });
         }
-        let state = plan.spawn().map_err(|e| inference(&e))?;
         let mut fingerprint = [0u8; 32];
         fingerprint[..16].copy_from_slice(&file_hash(&model_path)?);
         fingerprint[16..].copy_from_slice(&file_hash(tokenizer.path())?);
         Ok(Embedder {
             tokenizer: Arc::new(tokenizer),
-            plan,
-            roles: roles.into(),
-            state,
+            engine,
             ids: Vec::with_capacity(super::MAX_TOKENS),
             precision: opts.precision,
             fingerprint,
+            threads: opts.threads,
         })
+    }
+
+    fn tract_engine(
+        model_path: &Path,
+        opts: &EmbedderOptions,
+    ) -> Result<(Engine, Option<usize>), EmbedError> {
+        let (plan, roles, vocab_rows) = build_plan(model_path, opts)?;
+        let state = plan.spawn().map_err(|e| inference(&e))?;
+        let engine = Engine::Tract {
+            plan,
+            roles: roles.into(),
+            state: Box::new(state),
+            ids: Vec::with_capacity(super::MAX_TOKENS),
+        };
+        Ok((engine, vocab_rows))
+    }
+
+    /// The int8 model on tract (its `PrimdInt8Linear` nodes on [`super::int8`], the rest
+    /// tract's f32 ops): the reference the fused pass is tested against.
+    #[cfg(test)]
+    pub(crate) fn load_tract_int8(dir: &Path) -> Result<Self, EmbedError> {
+        let opts = EmbedderOptions {
+            precision: Precision::Int8,
+            threads: 1,
+        };
+        let mut e = Self::load(dir, &EmbedderOptions::default())?;
+        e.engine = Self::tract_engine(&dir.join(MODEL_INT8_FILE), &opts)?.0;
+        Ok(e)
     }
 
     /// Another embedder on the same loaded model, with its own buffers (for another thread).
     pub fn fork(&self) -> Result<Self, EmbedError> {
         Ok(Embedder {
             tokenizer: self.tokenizer.clone(),
-            plan: self.plan.clone(),
-            roles: self.roles.clone(),
-            state: self.plan.spawn().map_err(|e| inference(&e))?,
+            engine: self.engine.fork(self.threads)?,
             ids: Vec::with_capacity(super::MAX_TOKENS),
             precision: self.precision,
             fingerprint: self.fingerprint,
+            threads: self.threads,
         })
     }
 
@@ -132,33 +212,60 @@ impl Embedder {
     }
 
     fn run(&mut self, out: &mut Embedding) -> Result<(), EmbedError> {
-        let n = self.ids.len();
-        let ids = Tensor::from_shape(&[1, n], &self.ids).map_err(|e| inference(&e))?;
-        let inputs: TVec<TValue> = self
-            .roles
-            .iter()
-            .map(|role| match role {
-                InputRole::Ids => Ok(ids.clone().into_tvalue()),
-                InputRole::Mask => Ok(Tensor::from_shape(&[1, n], &vec![1i64; n])?.into_tvalue()),
-                InputRole::TokenTypes => {
-                    Ok(Tensor::from_shape(&[1, n], &vec![0i64; n])?.into_tvalue())
-                }
-            })
-            .collect::<TractResult<_>>()
-            .map_err(|e| inference(&e))?;
-        let outputs = self.state.run(inputs).map_err(|e| inference(&e))?;
-        let view = outputs[0].try_as_plain_ram().map_err(|e| inference(&e))?;
-        let hidden = view.as_slice::<f32>().map_err(|e| inference(&e))?;
-        if hidden.len() != n * DIM {
-            return Err(EmbedError::Inference(format!(
-                "model returned {} values for {n} tokens, expected {}",
-                hidden.len(),
-                n * DIM
-            )));
+        match &mut self.engine {
+            Engine::Int8 {
+                encoder,
+                scratch,
+                pool,
+            } => {
+                let par: &dyn crate::qgemm::Parallel = match pool {
+                    Some(p) => p,
+                    None => &crate::qgemm::Serial,
+                };
+                encoder.forward(&self.ids, par, scratch);
+                mean_pool_normalize(scratch.hidden(), out);
+                Ok(())
+            }
+            Engine::Tract {
+                roles, state, ids, ..
+            } => {
+                ids.clear();
+                ids.extend(self.ids.iter().map(|&i| i64::from(i)));
+                run_tract(roles, state, ids, out)
+            }
         }
-        mean_pool_normalize(hidden, out);
-        Ok(())
     }
+}
+
+fn run_tract(
+    roles: &[InputRole],
+    state: &mut TypedSimpleState,
+    ids: &[i64],
+    out: &mut Embedding,
+) -> Result<(), EmbedError> {
+    let n = ids.len();
+    let ids = Tensor::from_shape(&[1, n], ids).map_err(|e| inference(&e))?;
+    let inputs: TVec<TValue> = roles
+        .iter()
+        .map(|role| match role {
+            InputRole::Ids => Ok(ids.clone().into_tvalue()),
+            InputRole::Mask => Ok(Tensor::from_shape(&[1, n], &vec![1i64; n])?.into_tvalue()),
+            InputRole::TokenTypes => Ok(Tensor::from_shape(&[1, n], &vec![0i64; n])?.into_tvalue()),
+        })
+        .collect::<TractResult<_>>()
+        .map_err(|e| inference(&e))?;
+    let outputs = state.run(inputs).map_err(|e| inference(&e))?;
+    let view = outputs[0].try_as_plain_ram().map_err(|e| inference(&e))?;
+    let hidden = view.as_slice::<f32>().map_err(|e| inference(&e))?;
+    if hidden.len() != n * DIM {
+        return Err(EmbedError::Inference(format!(
+            "model returned {} values for {n} tokens, expected {}",
+            hidden.len(),
+            n * DIM
+        )));
+    }
+    mean_pool_normalize(hidden, out);
+    Ok(())
 }
 
 impl Embed for Embedder {

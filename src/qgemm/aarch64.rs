@@ -14,7 +14,9 @@
 use std::arch::aarch64::*;
 use std::arch::asm;
 
-use super::{Activations, MR, NR, PackedWeights, gemm_driver};
+use std::ops::Range;
+
+use super::{Activations, Epilogue, MR, MR_MAX, NR, Out, PackedWeights, gemm_driver};
 
 /// # Safety
 /// The CPU must have `dotprod`; `a` holds `R` rows of `kp` bytes (`kp` a multiple of 4)
@@ -98,13 +100,25 @@ unsafe fn tile_neon<const R: usize>(a: &[i8], kp: usize, panel: &[i8]) -> [[i32;
 /// # Safety
 /// The CPU must have `dotprod`.
 #[target_feature(enable = "dotprod")]
-pub(super) unsafe fn gemm_sdot(a: &Activations<'_>, w: &PackedWeights, out: &mut [f32]) {
-    gemm_driver!(a, w, out, 0, tile_sdot)
+pub(super) unsafe fn gemm_sdot(
+    a: &Activations<'_>,
+    w: &PackedWeights,
+    ep: Epilogue<'_>,
+    panels: Range<usize>,
+    out: Out<'_>,
+) {
+    gemm_driver!(a, w, ep, panels, out, 0, tile_sdot)
 }
 
 /// # Safety
 /// None beyond the dispatcher's size checks (NEON is baseline on aarch64).
 #[target_feature(enable = "neon")]
-pub(super) unsafe fn gemm_neon(a: &Activations<'_>, w: &PackedWeights, out: &mut [f32]) {
-    gemm_driver!(a, w, out, 0, tile_neon)
+pub(super) unsafe fn gemm_neon(
+    a: &Activations<'_>,
+    w: &PackedWeights,
+    ep: Epilogue<'_>,
+    panels: Range<usize>,
+    out: Out<'_>,
+) {
+    gemm_driver!(a, w, ep, panels, out, 0, tile_neon)
 }

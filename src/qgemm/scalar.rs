@@ -2,7 +2,9 @@
 //! what runs on other architectures or under `PRIMD_FORCE_SCALAR=1`. No `unsafe` inside;
 //! integer sums wrap, so they are exact whenever the true sums fit in an i32.
 
-use super::{Activations, MR, NR, PackedWeights, gemm_driver};
+use std::ops::Range;
+
+use super::{Activations, Epilogue, MR, MR_MAX, NR, Out, PackedWeights, gemm_driver};
 
 /// Quantizes `x` (rows of `k` floats) into `q` (rows of `q.len() / scale.len()` bytes).
 ///
@@ -39,6 +41,12 @@ pub(super) unsafe fn tile<const R: usize>(a: &[i8], kp: usize, panel: &[i8]) -> 
 
 /// # Safety
 /// None needed beyond the dispatcher's size checks.
-pub(super) unsafe fn gemm(a: &Activations<'_>, w: &PackedWeights, out: &mut [f32]) {
-    gemm_driver!(a, w, out, 0, tile)
+pub(super) unsafe fn gemm(
+    a: &Activations<'_>,
+    w: &PackedWeights,
+    ep: Epilogue<'_>,
+    panels: Range<usize>,
+    out: Out<'_>,
+) {
+    gemm_driver!(a, w, ep, panels, out, 0, tile)
 }

@@ -99,7 +99,16 @@ fn every_kernel_equals_the_reference_bit_for_bit() {
         let packed = PackedWeights::new(&w, n, k, &ws, &b);
         for set in supported() {
             let mut out = vec![f32::NAN; m * n];
-            linear_with(&set, &x, m, &packed, &mut scratch, &mut out);
+            linear_with(
+                &set,
+                &x,
+                m,
+                &packed,
+                Epilogue::Bias,
+                &Serial,
+                &mut scratch,
+                &mut out,
+            );
             assert_eq!(out, want, "{} m {m} k {k} n {n}", set.name);
         }
     }
@@ -122,7 +131,16 @@ fn extreme_values_do_not_saturate_any_kernel() {
         let packed = PackedWeights::new(&w, n, k, &ws, &b);
         for set in supported() {
             let mut out = vec![0.0; m * n];
-            linear_with(&set, &x, m, &packed, &mut scratch, &mut out);
+            linear_with(
+                &set,
+                &x,
+                m,
+                &packed,
+                Epilogue::Bias,
+                &Serial,
+                &mut scratch,
+                &mut out,
+            );
             assert_eq!(out, want, "{} w {wv} x {xv}", set.name);
         }
     }
@@ -172,4 +190,138 @@ fn zero_rows_and_empty_inputs_give_the_bias() {
     let mut out = vec![0.0; 2];
     linear(&[], 1, &empty, &mut Scratch::default(), &mut out);
     assert_eq!(out, [3.0, 4.0]);
+}
+
+/// Parts on scoped threads: each `i` once, concurrently (the `Parallel` contract).
+struct Scoped(usize);
+
+// SAFETY: every part runs exactly once, and `scope` joins them all before returning.
+unsafe impl Parallel for Scoped {
+    fn parts(&self) -> usize {
+        self.0
+    }
+    fn run(&self, f: &(dyn Fn(usize) + Sync)) {
+        std::thread::scope(|s| {
+            for i in 1..self.0 {
+                s.spawn(move || f(i));
+            }
+            f(0)
+        })
+    }
+}
+
+#[test]
+fn fused_epilogues_and_thread_splits_equal_the_unfused_layer_bit_for_bit() {
+    let mut rng = Rng(0x5eed);
+    let mut scratch = Scratch::default();
+    for (m, k, n) in [
+        (1, 4, 16),
+        (5, 384, 1152),
+        (9, 37, 17),
+        (20, 96, 80),
+        (3, 64, 200),
+    ] {
+        let w = rng.i8s(n * k);
+        let ws: Vec<f32> = rng.f32s(n, 0.01).iter().map(|v| v.abs()).collect();
+        let b = rng.f32s(n, 1.0);
+        let x = rng.f32s(m * k, 3.0);
+        let res = rng.f32s(m * n, 2.0);
+        let packed = PackedWeights::new(&w, n, k, &ws, &b);
+        for set in supported() {
+            let run = |ep: Epilogue<'_>, par: &dyn Parallel, scratch: &mut Scratch| {
+                let mut out = vec![f32::NAN; m * n];
+                linear_with(&set, &x, m, &packed, ep, par, scratch, &mut out);
+                out
+            };
+            let plain = run(Epilogue::Bias, &Serial, &mut scratch);
+            let gelu_want: Vec<f32> = plain.iter().map(|&v| gelu(v)).collect();
+            let res_want: Vec<f32> = plain.iter().zip(&res).map(|(v, r)| v + r).collect();
+            for par in [&Serial as &dyn Parallel, &Scoped(2), &Scoped(3)] {
+                let name = format!("{} m {m} k {k} n {n} parts {}", set.name, par.parts());
+                assert_eq!(run(Epilogue::Bias, par, &mut scratch), plain, "{name}");
+                assert_eq!(
+                    run(Epilogue::BiasGelu, par, &mut scratch),
+                    gelu_want,
+                    "{name}"
+                );
+                let got = run(Epilogue::BiasResidual(&res), par, &mut scratch);
+                assert_eq!(got, res_want, "{name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn stacked_weights_equal_separate_linears() {
+    // The encoder's one QKV GEMM is three linears' rows stacked: same result per column.
+    let mut rng = Rng(3);
+    let (m, k, n) = (7, 384, 384);
+    let x = rng.f32s(m * k, 2.0);
+    let mut scratch = Scratch::default();
+    let parts: Vec<(Vec<i8>, Vec<f32>, Vec<f32>)> = (0..3)
+        .map(|_| {
+            let ws = rng.f32s(n, 0.01).iter().map(|v| v.abs()).collect();
+            (rng.i8s(n * k), ws, rng.f32s(n, 1.0))
+        })
+        .collect();
+    let stacked = PackedWeights::new(
+        &parts.iter().flat_map(|p| p.0.clone()).collect::<Vec<_>>(),
+        3 * n,
+        k,
+        &parts.iter().flat_map(|p| p.1.clone()).collect::<Vec<_>>(),
+        &parts.iter().flat_map(|p| p.2.clone()).collect::<Vec<_>>(),
+    );
+    let mut all = vec![0.0; m * 3 * n];
+    linear(&x, m, &stacked, &mut scratch, &mut all);
+    for (i, (w, ws, b)) in parts.iter().enumerate() {
+        let mut one = vec![0.0; m * n];
+        linear(
+            &x,
+            m,
+            &PackedWeights::new(w, n, k, ws, b),
+            &mut scratch,
+            &mut one,
+        );
+        for r in 0..m {
+            assert_eq!(
+                one[r * n..][..n],
+                all[r * 3 * n + i * n..][..n],
+                "part {i} row {r}"
+            );
+        }
+    }
+}
+
+/// erf by its Taylor series in f64 (exact enough for |x| ≤ 4), 1 beyond.
+fn erf_reference(x: f64) -> f64 {
+    if x.abs() > 4.5 {
+        return x.signum();
+    }
+    let (mut term, mut sum, mut k) = (x, x, 0.0);
+    while term.abs() > 1e-17 {
+        k += 1.0;
+        term *= -x * x / k;
+        sum += term / (2.0 * k + 1.0);
+    }
+    sum * 2.0 / std::f64::consts::PI.sqrt()
+}
+
+#[test]
+fn erf_and_gelu_follow_their_definitions() {
+    let (mut x, mut max_err) = (-6.0f32, 0.0f64);
+    while x < 6.0 {
+        let want = erf_reference(f64::from(x));
+        let err = (f64::from(erf(x)) - want).abs();
+        max_err = max_err.max(err);
+        assert!(err < 2e-6, "erf({x}): error {err}");
+        let g = 0.5 * f64::from(x) * (1.0 + erf_reference(f64::from(x) / 2f64.sqrt()));
+        assert!(
+            (f64::from(gelu(x)) - g).abs() < 2e-6 * (1.0 + g.abs()),
+            "gelu({x})"
+        );
+        x += 0.00731;
+    }
+    eprintln!("erf: max abs error {max_err:e}");
+    assert_eq!(erf(0.0), 0.0);
+    assert_eq!(gelu(0.0), 0.0);
 }

@@ -19,7 +19,9 @@
 
 use std::arch::x86_64::*;
 
-use super::{Activations, MR, NR, PackedWeights, gemm_driver};
+use std::ops::Range;
+
+use super::{Activations, Epilogue, MR, MR_MAX, NR, Out, PackedWeights, gemm_driver};
 
 /// # Safety
 /// The CPU must support AVX2.
@@ -123,13 +125,97 @@ fn store<const R: usize>(acc: [[__m256i; 2]; R]) -> [[i32; NR]; R] {
 /// # Safety
 /// The CPU must support AVX2 and AVX-VNNI.
 #[target_feature(enable = "avx2,avxvnni")]
-pub(super) unsafe fn gemm_vnni(a: &Activations<'_>, w: &PackedWeights, out: &mut [f32]) {
-    gemm_driver!(a, w, out, 1, tile_vnni)
+pub(super) unsafe fn gemm_vnni(
+    a: &Activations<'_>,
+    w: &PackedWeights,
+    ep: Epilogue<'_>,
+    panels: Range<usize>,
+    out: Out<'_>,
+) {
+    gemm_driver!(a, w, ep, panels, out, 1, tile_vnni)
 }
 
 /// # Safety
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn gemm_avx2(a: &Activations<'_>, w: &PackedWeights, out: &mut [f32]) {
-    gemm_driver!(a, w, out, 0, tile_avx2)
+pub(super) unsafe fn gemm_avx2(
+    a: &Activations<'_>,
+    w: &PackedWeights,
+    ep: Epilogue<'_>,
+    panels: Range<usize>,
+    out: Out<'_>,
+) {
+    gemm_driver!(a, w, ep, panels, out, 0, tile_avx2)
+}
+
+/// # Safety
+/// The CPU must support AVX-512 F/BW and AVX512-VNNI; otherwise as [`tile_vnni`].
+///
+/// One 512-bit `vpdpbusd` covers the whole 16-channel × 4-feature group (64 MACs), so a
+/// row needs one accumulator. Tiles are up to 8 rows (16 of the 32 registers hold sums:
+/// a 5-token query is one tile), and even and odd groups go to two accumulator sets
+/// (2R independent chains, so short tiles are not bound by the instruction's latency),
+/// summed at the end (exact: i32 wrapping adds commute).
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+#[allow(clippy::needless_range_loop)] // rows index three arrays and a pointer in step
+unsafe fn tile_avx512<const R: usize>(a: &[i8], kp: usize, panel: &[i8]) -> [[i32; NR]; R] {
+    debug_assert!(a.len() >= R * kp && panel.len() >= kp * NR);
+    let mut even = [_mm512_setzero_si512(); R];
+    let mut odd = [_mm512_setzero_si512(); R];
+    let (a, w) = (a.as_ptr(), panel.as_ptr());
+    let groups = kp / 4;
+    let mut g = 0;
+    while g + 2 <= groups {
+        // SAFETY (all pointer reads below): g + 1 < kp / 4, r < R, within the sizes above.
+        let (w0, w1) = unsafe {
+            (
+                _mm512_loadu_si512(w.add(g * 4 * NR).cast()),
+                _mm512_loadu_si512(w.add((g + 1) * 4 * NR).cast()),
+            )
+        };
+        for r in 0..R {
+            let (x0, x1) = unsafe {
+                (
+                    a.add(r * kp + 4 * g).cast::<i32>().read_unaligned(),
+                    a.add(r * kp + 4 * g + 4).cast::<i32>().read_unaligned(),
+                )
+            };
+            even[r] = _mm512_dpbusd_epi32(even[r], _mm512_set1_epi32(x0), w0);
+            odd[r] = _mm512_dpbusd_epi32(odd[r], _mm512_set1_epi32(x1), w1);
+        }
+        g += 2;
+    }
+    if g < groups {
+        // SAFETY: g < kp / 4, as above.
+        let w0 = unsafe { _mm512_loadu_si512(w.add(g * 4 * NR).cast()) };
+        for r in 0..R {
+            let x0 = unsafe { a.add(r * kp + 4 * g).cast::<i32>().read_unaligned() };
+            even[r] = _mm512_dpbusd_epi32(even[r], _mm512_set1_epi32(x0), w0);
+        }
+    }
+    let mut out = [[0i32; NR]; R];
+    for r in 0..R {
+        // SAFETY: `out[r]` is 16 i32 = one 64-byte store; no alignment required.
+        unsafe {
+            _mm512_storeu_si512(
+                out[r].as_mut_ptr().cast(),
+                _mm512_add_epi32(even[r], odd[r]),
+            )
+        };
+    }
+    out
+}
+
+/// # Safety
+/// The CPU must support AVX-512 F/BW and AVX512-VNNI.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(super) unsafe fn gemm_avx512(
+    a: &Activations<'_>,
+    w: &PackedWeights,
+    ep: Epilogue<'_>,
+    panels: Range<usize>,
+    out: Out<'_>,
+) {
+    gemm_driver!(a, w, ep, panels, out, 1, tile_avx512, 8)
 }

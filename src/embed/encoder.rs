@@ -1,0 +1,499 @@
+//! The int8 MiniLM-L6 encoder as one hand-written forward pass over fused ops.
+//!
+//! Why not tract for the int8 model any more (issue #17): with the 36 linears on our own
+//! kernels ([`super::int8`]) half of an embed was still outside them, in tract's f32
+//! glue around them — attention as reshapes, transposes and batched matmuls, LayerNorm
+//! spelled as seven element-wise nodes, GELU as four, residual adds, a fresh tensor per
+//! node — ~3 ms of ~6 at 20 tokens for well under 1 % of the arithmetic. The graph is
+//! fixed (`models/fetch` writes it, and this module checks that the file is that graph),
+//! so the shortest path to removing that glue is to run it as the handful of fused ops it
+//! really is, in a loop over 6 layers, on buffers that live as long as the embedder.
+//! Rewriting tract's typed graph into fused nodes was the alternative: it would keep
+//! tract's executor, but every fusion then needs a pattern matcher over the exporter's
+//! spelling (LayerNorm alone is `ReduceMean/Sub/Mul/ReduceMean/Add/Sqrt/Div/Mul/Add`)
+//! and tract would still allocate each node's output; a ~300-line forward pass is
+//! smaller than those matchers and leaves no glue at all. tract stays what loads and
+//! decodes the ONNX file (its protobuf types and tensor decoding) and runs the fp32 model.
+//!
+//! One layer, `x` being the `S × 384` hidden states:
+//! 1. `qkv = x · [Wq; Wk; Wv]ᵀ + b` — one int8 GEMM (1152 channels) instead of three;
+//! 2. [`attention`]: per head, `softmax(q·kᵀ/√32)·v`, the scores of one query row at a
+//!    time in a reused buffer, written straight into the `S × 384` context layout;
+//! 3. `t = ctx · Woᵀ + b + x` (residual in the GEMM epilogue), [`layer_norm`] in place;
+//! 4. `h = gelu(t · Wiᵀ + b)` (exact-erf GELU in the GEMM epilogue);
+//! 5. `x = LayerNorm(h · Wfᵀ + b + t)` (residual in the epilogue again).
+//!
+//! The GEMMs quantize their input rows themselves (per token, dynamic: `qgemm`). Fusing
+//! that quantisation into the LayerNorm that precedes them would save one read of a
+//! 384-float row per GEMM, a few µs per embed against ~2 ms: not worth a second copy of
+//! the quantizer. Every buffer lives in [`Scratch`] and only grows, so an embed after the
+//! first allocates nothing here.
+//!
+//! Every op here is plain Rust (the SIMD is in `qgemm`, where the MACs are); each is
+//! tested against an unfused, obviously-correct version of itself, and the whole pass
+//! against the tract graph of the same file.
+
+use std::path::Path;
+
+use tract_onnx::pb::{ModelProto, TensorProto};
+use tract_onnx::prelude::*;
+
+use super::{DIM, EmbedError};
+use crate::qgemm::{self, Epilogue, PackedWeights, Parallel};
+
+const LAYERS: usize = 6;
+const HEADS: usize = 12;
+const HEAD_DIM: usize = DIM / HEADS;
+const FFN: usize = 4 * DIM;
+/// BERT's LayerNorm epsilon; the graph's `ln_eps` initializer is checked against it.
+const LN_EPS: f32 = 1e-12;
+
+/// A LayerNorm's scale and shift.
+struct Norm {
+    gamma: Vec<f32>,
+    beta: Vec<f32>,
+}
+
+struct Layer {
+    qkv: PackedWeights,
+    out: PackedWeights,
+    norm1: Norm,
+    ffn_in: PackedWeights,
+    ffn_out: PackedWeights,
+    norm2: Norm,
+}
+
+/// The weights of the int8 encoder, read once from `model-int8.onnx`.
+pub(crate) struct Int8Encoder {
+    /// int8 token embeddings, `vocab × 384`, one scale per row.
+    words: Vec<i8>,
+    word_scale: Vec<f32>,
+    positions: Vec<f32>,
+    token_type0: Vec<f32>,
+    norm0: Norm,
+    layers: Vec<Layer>,
+}
+
+/// Per-embedder buffers; they grow to the longest input seen and are then reused.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    x: Vec<f32>,
+    t: Vec<f32>,
+    qkv: Vec<f32>,
+    ctx: Vec<f32>,
+    h: Vec<f32>,
+    scores: Vec<f32>,
+    q: qgemm::Scratch,
+}
+
+impl Scratch {
+    /// The last hidden states of the last [`Int8Encoder::forward`], `S × 384`.
+    pub(crate) fn hidden(&self) -> &[f32] {
+        &self.x
+    }
+}
+
+/// The initializers of the ONNX file, taken out one by one as they are converted (so the
+/// raw bytes and our packed copy are never both held for the whole model).
+struct Initializers {
+    path: std::path::PathBuf,
+    by_name: std::collections::HashMap<String, TensorProto>,
+    onnx: tract_onnx::Onnx,
+}
+
+impl Initializers {
+    fn fail(&self, reason: String) -> EmbedError {
+        EmbedError::Model {
+            path: self.path.clone(),
+            reason,
+        }
+    }
+
+    fn take(&mut self, name: &str, shape: &[usize]) -> Result<Tensor, EmbedError> {
+        let proto = self.by_name.remove(name).ok_or_else(|| {
+            self.fail(format!(
+                "no initializer {name:?}: not the int8 MiniLM-L6 graph models/fetch writes"
+            ))
+        })?;
+        let t = tract_onnx::tensor::load_tensor(&*self.onnx.provider, &proto, None)
+            .map_err(|e| self.fail(format!("{name}: {e:#}")))?;
+        if t.shape() != shape {
+            return Err(self.fail(format!("{name} is {:?}, expected {shape:?}", t.shape())));
+        }
+        Ok(t)
+    }
+
+    /// First dimension of an initializer (0 when absent: `take` then names it).
+    fn rows(&self, name: &str) -> usize {
+        let d = self.by_name.get(name).and_then(|t| t.dims.first().copied());
+        d.unwrap_or(0).max(0) as usize
+    }
+
+    fn f32s(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, EmbedError> {
+        let t = self.take(name, shape)?;
+        let v = t
+            .try_as_plain_ram()
+            .and_then(|v| Ok(v.as_slice::<f32>()?.to_vec()))
+            .map_err(|e| self.fail(format!("{name}: {e:#}")))?;
+        Ok(v)
+    }
+
+    fn i8s(&mut self, name: &str, shape: &[usize]) -> Result<Vec<i8>, EmbedError> {
+        let t = self.take(name, shape)?;
+        let v = t
+            .try_as_plain_ram()
+            .and_then(|v| Ok(v.as_slice::<i8>()?.to_vec()))
+            .map_err(|e| self.fail(format!("{name}: {e:#}")))?;
+        Ok(v)
+    }
+
+    fn norm(&mut self, prefix: &str) -> Result<Norm, EmbedError> {
+        Ok(Norm {
+            gamma: self.f32s(&format!("{prefix}.weight"), &[DIM])?,
+            beta: self.f32s(&format!("{prefix}.bias"), &[DIM])?,
+        })
+    }
+
+    /// Several `PrimdInt8Linear`s with the same input, stacked into one GEMM.
+    fn linears(
+        &mut self,
+        prefixes: &[&str],
+        k: usize,
+        n: usize,
+    ) -> Result<PackedWeights, EmbedError> {
+        let (mut w, mut s, mut b) = (Vec::new(), Vec::new(), Vec::new());
+        for p in prefixes {
+            let wt = self.i8s(&format!("{p}.weight"), &[n, k])?;
+            if wt.contains(&i8::MIN) {
+                return Err(self.fail(format!("{p}: weights must be in [-127, 127]")));
+            }
+            w.extend(wt);
+            s.extend(self.f32s(&format!("{p}.weight_scale"), &[n])?);
+            b.extend(self.f32s(&format!("{p}.bias"), &[n])?);
+        }
+        Ok(PackedWeights::new(&w, n * prefixes.len(), k, &s, &b))
+    }
+}
+
+impl Int8Encoder {
+    /// Reads and checks the weights of `model-int8.onnx`.
+    pub(crate) fn load(path: &Path) -> Result<Self, EmbedError> {
+        let fail = |reason: String| EmbedError::Model {
+            path: path.into(),
+            reason,
+        };
+        let onnx = tract_onnx::onnx();
+        let proto: ModelProto = onnx
+            .proto_model_for_path(path)
+            .map_err(|e| fail(format!("{e:#}")))?;
+        let graph = proto
+            .graph
+            .ok_or_else(|| fail("the file has no graph".into()))?;
+        check_graph(&graph.node).map_err(fail)?;
+        let mut init = Initializers {
+            path: path.into(),
+            by_name: graph
+                .initializer
+                .into_iter()
+                .map(|t| (t.name.clone(), t))
+                .collect(),
+            onnx,
+        };
+        let eps = init.f32s("ln_eps", &[])?;
+        let scale = init.f32s("attn_scale", &[])?;
+        if eps != [LN_EPS] || scale != [1.0 / (HEAD_DIM as f32).sqrt()] {
+            return Err(fail(format!(
+                "ln_eps {eps:?} / attn_scale {scale:?}: not the constants of MiniLM-L6"
+            )));
+        }
+        let vocab = init.rows("embeddings.word_embeddings.weight");
+        let words = init.i8s("embeddings.word_embeddings.weight", &[vocab, DIM])?;
+        let word_scale = init.f32s("embeddings.word_embeddings.scale", &[vocab, 1])?;
+        let max_pos = init.rows("embeddings.position_embeddings.weight");
+        if max_pos < super::MAX_TOKENS {
+            return Err(fail(format!(
+                "{max_pos} position embeddings, primd needs {}",
+                super::MAX_TOKENS
+            )));
+        }
+        let positions = init.f32s("embeddings.position_embeddings.weight", &[max_pos, DIM])?;
+        let token_type0 = init.f32s("embeddings.token_type_embeddings.0", &[DIM])?;
+        let norm0 = init.norm("embeddings.LayerNorm")?;
+        let mut layers = Vec::with_capacity(LAYERS);
+        for i in 0..LAYERS {
+            let p = format!("encoder.layer.{i}");
+            let qkv = ["query", "key", "value"].map(|n| format!("{p}.attention.self.{n}"));
+            layers.push(Layer {
+                qkv: init.linears(&qkv.each_ref().map(String::as_str), DIM, DIM)?,
+                out: init.linears(&[&format!("{p}.attention.output.dense")], DIM, DIM)?,
+                norm1: init.norm(&format!("{p}.attention.output.LayerNorm"))?,
+                ffn_in: init.linears(&[&format!("{p}.intermediate.dense")], DIM, FFN)?,
+                ffn_out: init.linears(&[&format!("{p}.output.dense")], FFN, DIM)?,
+                norm2: init.norm(&format!("{p}.output.LayerNorm"))?,
+            });
+        }
+        Ok(Int8Encoder {
+            words,
+            word_scale,
+            positions,
+            token_type0,
+            norm0,
+            layers,
+        })
+    }
+
+    /// Rows of the token-embedding table (the tokenizer's vocabulary must match).
+    pub(crate) fn vocab_rows(&self) -> usize {
+        self.word_scale.len()
+    }
+
+    /// Bytes of weights held (for logs).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let f = |v: &[f32]| 4 * v.len();
+        self.words.len()
+            + f(&self.word_scale)
+            + f(&self.positions)
+            + self
+                .layers
+                .iter()
+                .map(|l| {
+                    l.qkv.heap_bytes()
+                        + l.out.heap_bytes()
+                        + l.ffn_in.heap_bytes()
+                        + l.ffn_out.heap_bytes()
+                })
+                .sum::<usize>()
+    }
+
+    /// Runs the encoder on `ids` (at most [`super::MAX_TOKENS`], each below the vocabulary
+    /// size: the tokenizer guarantees both); the hidden states end in `s.hidden()`.
+    pub(crate) fn forward(&self, ids: &[u32], par: &dyn Parallel, s: &mut Scratch) {
+        let n = ids.len();
+        assert!(
+            n <= self.positions.len() / DIM,
+            "{n} tokens: longer than the model"
+        );
+        let grow = |v: &mut Vec<f32>, len: usize| {
+            v.clear();
+            v.resize(len, 0.0);
+        };
+        grow(&mut s.x, n * DIM);
+        grow(&mut s.t, n * DIM);
+        grow(&mut s.qkv, n * 3 * DIM);
+        grow(&mut s.ctx, n * DIM);
+        grow(&mut s.h, n * FFN);
+        grow(&mut s.scores, n);
+        self.embed_tokens(ids, &mut s.x);
+        layer_norm(&mut s.x, &self.norm0);
+        for l in &self.layers {
+            let lin = qgemm::linear_fused;
+            lin(&s.x, n, &l.qkv, Epilogue::Bias, par, &mut s.q, &mut s.qkv);
+            attention(&s.qkv, n, &mut s.scores, &mut s.ctx);
+            let res = Epilogue::BiasResidual(&s.x);
+            lin(&s.ctx, n, &l.out, res, par, &mut s.q, &mut s.t);
+            layer_norm(&mut s.t, &l.norm1);
+            lin(
+                &s.t,
+                n,
+                &l.ffn_in,
+                Epilogue::BiasGelu,
+                par,
+                &mut s.q,
+                &mut s.h,
+            );
+            let res = Epilogue::BiasResidual(&s.t);
+            lin(&s.h, n, &l.ffn_out, res, par, &mut s.q, &mut s.x);
+            layer_norm(&mut s.x, &l.norm2);
+        }
+    }
+
+    /// `x[i] = dequant(words[id_i]) + positions[i] + token_type0`, in the graph's order.
+    fn embed_tokens(&self, ids: &[u32], x: &mut [f32]) {
+        for (i, (&id, row)) in ids.iter().zip(x.chunks_exact_mut(DIM)).enumerate() {
+            let id = id as usize;
+            let w = &self.words[id * DIM..][..DIM];
+            let s = self.word_scale[id];
+            let pos = &self.positions[i * DIM..][..DIM];
+            for j in 0..DIM {
+                row[j] = (f32::from(w[j]) * s + pos[j]) + self.token_type0[j];
+            }
+        }
+    }
+}
+
+/// The node kinds `models/fetch` writes, with their counts in the int8 graph: a file with
+/// other nodes computes something this pass does not, and is refused.
+fn check_graph(nodes: &[tract_onnx::pb::NodeProto]) -> Result<(), String> {
+    let count = |op: &str| nodes.iter().filter(|n| n.op_type == op).count();
+    let want = [
+        (super::int8::OP_TYPE, LAYERS * 6),
+        ("Softmax", LAYERS),
+        ("Erf", LAYERS),
+        ("ReduceMean", 2 * (2 * LAYERS + 1)),
+        ("Gather", 2),
+    ];
+    for (op, n) in want {
+        if count(op) != n {
+            return Err(format!(
+                "{} {op} nodes, the int8 MiniLM-L6 graph of models/fetch has {n}",
+                count(op)
+            ));
+        }
+    }
+    const KNOWN: &[&str] = &[
+        "PrimdInt8Linear",
+        "Softmax",
+        "Erf",
+        "ReduceMean",
+        "Gather",
+        "Cast",
+        "Mul",
+        "Add",
+        "Sub",
+        "Div",
+        "Sqrt",
+        "Reshape",
+        "Transpose",
+        "MatMul",
+        "Shape",
+        "Slice",
+        "Identity",
+    ];
+    match nodes.iter().find(|n| !KNOWN.contains(&n.op_type.as_str())) {
+        Some(n) => Err(format!("unexpected {} node {:?}", n.op_type, n.name)),
+        None => Ok(()),
+    }
+}
+
+/// LayerNorm of each 384-wide row of `x`, in place: `(x − mean) / √(var + ε) · γ + β`,
+/// the graph's formula (population variance of the centred row).
+fn layer_norm(x: &mut [f32], norm: &Norm) {
+    for row in x.chunks_exact_mut(DIM) {
+        let mean = sum8(row) / DIM as f32;
+        row.iter_mut().for_each(|v| *v -= mean);
+        let var = dot8(row, row) / DIM as f32;
+        let std = (var + LN_EPS).sqrt();
+        for ((v, g), b) in row.iter_mut().zip(&norm.gamma).zip(&norm.beta) {
+            *v = (*v / std) * g + b;
+        }
+    }
+}
+
+/// Self-attention of all 12 heads over `n` tokens: `qkv` holds per token `[q | k | v]`
+/// (`3 × 384`, head `h` at `32h..32h + 32` in each); `ctx` receives per token the 12 heads'
+/// outputs side by side (`n × 384`), the layout the output projection reads. `scores`
+/// holds one query row's `n` scores at a time (softmax in place).
+fn attention(qkv: &[f32], n: usize, scores: &mut [f32], ctx: &mut [f32]) {
+    const STRIDE: usize = 3 * DIM;
+    let scale = 1.0 / (HEAD_DIM as f32).sqrt();
+    let scores = &mut scores[..n];
+    for h in 0..HEADS {
+        let off = h * HEAD_DIM;
+        for i in 0..n {
+            let q = &qkv[i * STRIDE + off..][..HEAD_DIM];
+            for (j, sc) in scores.iter_mut().enumerate() {
+                let k = &qkv[j * STRIDE + DIM + off..][..HEAD_DIM];
+                *sc = dot8(q, k) * scale;
+            }
+            // Max, exp and sum as separate passes: each is a plain loop that vectorises.
+            let max = max8(scores);
+            scores.iter_mut().for_each(|sc| *sc = exp(*sc - max));
+            let sum = sum8(scores);
+            let out: &mut [f32; HEAD_DIM] = (&mut ctx[i * DIM + off..][..HEAD_DIM])
+                .try_into()
+                .expect("HEAD_DIM wide");
+            out.fill(0.0);
+            for (j, &p) in scores.iter().enumerate() {
+                let v = &qkv[j * STRIDE + 2 * DIM + off..][..HEAD_DIM];
+                for (o, v) in out.iter_mut().zip(v) {
+                    *o += p * v;
+                }
+            }
+            let inv = 1.0 / sum;
+            out.iter_mut().for_each(|o| *o *= inv);
+        }
+    }
+}
+
+/// Maximum with 8 running maxima (NaN-free inputs: scores of finite activations).
+#[inline]
+fn max8(a: &[f32]) -> f32 {
+    let pick = |m: f32, v: f32| if v > m { v } else { m };
+    let mut acc = [f32::NEG_INFINITY; 8];
+    let c = a.chunks_exact(8);
+    let tail = c
+        .remainder()
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &v| pick(m, v));
+    for x in c {
+        for l in 0..8 {
+            acc[l] = pick(acc[l], x[l]);
+        }
+    }
+    acc.iter().fold(tail, |m, &v| pick(m, v))
+}
+
+/// Dot product with 8 running sums (a fixed order, so it vectorises without fast-math).
+#[inline]
+fn dot8(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+#[inline]
+fn sum8(a: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let c = a.chunks_exact(8);
+    let tail: f32 = c.remainder().iter().sum();
+    for x in c {
+        for l in 0..8 {
+            acc[l] += x[l];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `e^x` for `x ≤ 0` (softmax arguments), branch-free: Cody-Waite reduction to
+/// `e^r · 2^k`, a degree-6 minimax polynomial for `e^r` (tract-linalg's coefficients),
+/// `2^k` built in the exponent field. Within a few ulp of `f32::exp`; below −87 it
+/// returns 0 (those weights are under 1e-38 of the row's maximum anyway).
+#[inline]
+#[allow(clippy::excessive_precision)]
+fn exp(x: f32) -> f32 {
+    const POLY: [f32; 7] = [
+        1.383684405e-03,
+        8.374815793e-03,
+        4.166822560e-02,
+        1.666642017e-01,
+        4.999999208e-01,
+        1.000000036e+00,
+        1.000000001e+00,
+    ];
+    let x = x.clamp(-87.0, 0.0);
+    // `k = round(x · log₂e)`, also read from the mantissa bits: no saturating cast,
+    // which would keep the loop scalar.
+    let shifted = x * std::f32::consts::LOG2_E + 12_582_912.0;
+    let kf = shifted - 12_582_912.0;
+    let k = shifted.to_bits().wrapping_sub(12_582_912.0f32.to_bits()) as i32;
+    let r = (x - kf * 0.693_145_75) - kf * 1.428_606_8e-6;
+    let mut p = POLY[0];
+    for c in &POLY[1..] {
+        p = p * r + c;
+    }
+    p * f32::from_bits((k.wrapping_add(127) as u32) << 23)
+}
+
+#[cfg(test)]
+mod tests;
