@@ -48,9 +48,12 @@ const REFERENCE_DEPTH: usize = 12;
 /// encoder, lexical section) and committed as `tests/data/demo-x86.idx`
 /// (`PRIMD_DEMO_INDEX` names another), so what these tests compare is this machine's
 /// query side, as on a board. An index built here instead would move the passages'
-/// vectors too: measured with tract held to AVX2+FMA (`TRACT_CPU_ISA`), that doubled the
-/// largest score difference (3.4e-3 → 8.3e-3, 1.0e-2 without FMA), past the tolerance
-/// that still catches a score off by 0.01.
+/// vectors too: with the earlier int8 encoder (tract's f32 kernels around our int8
+/// linears) held to AVX2+FMA (`TRACT_CPU_ISA`), that doubled the largest score
+/// difference (3.4e-3 → 8.3e-3, 1.0e-2 without FMA), past the tolerance that still
+/// catches a score off by 0.01. (The fused int8 pass, `src/embed/encoder.rs`, gives
+/// bit-identical scores on x86 whichever kernels run: scalar, AVX2, AVX-VNNI,
+/// AVX512-VNNI, and any `TRACT_CPU_ISA`.)
 fn demo_index() -> PathBuf {
     std::env::var_os("PRIMD_DEMO_INDEX")
         .map(PathBuf::from)
