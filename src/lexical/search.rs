@@ -158,7 +158,12 @@ impl LexicalSearcher {
         if !self.prepare(lex, query, extra, extra_weight, k, out) {
             return;
         }
-        if self.terms.len() > MAXSCORE_MAX_TERMS {
+        let window = match self.window {
+            0 => WINDOW,
+            w => w.next_multiple_of(64),
+        };
+        // One window (a small corpus) cannot prune: θ is only known after it.
+        if self.terms.len() > MAXSCORE_MAX_TERMS || lex.doc_count() <= window {
             self.term_at_a_time(lex, k, out);
         } else {
             self.maxscore(lex, k, out);

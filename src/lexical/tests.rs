@@ -402,7 +402,8 @@ fn warm_searcher_allocates_nothing() {
     let ps = random_corpus(&mut rng, 500, &vocab);
     let bytes = build(&ps, &char_ngrams(4), Bm25::default()).unwrap();
     let lex = Lexical::open(&bytes).unwrap();
-    let mut s = LexicalSearcher::new();
+    // Small windows, so MaxScore (not the one-window shortcut) runs on 500 documents.
+    let mut s = LexicalSearcher::with_window(64);
     let mut out = Hits::new();
     let q = vocab[..12].join(" ");
     s.search(&lex, &q, &vocab[20], 0.5, 10, &mut out);
