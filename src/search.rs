@@ -139,9 +139,11 @@ impl<'a> Searcher<'a> {
 }
 
 /// Maps a score to a `u32` that sorts the other way round (higher score → smaller key),
-/// so the hamming top-k structure also keeps the best scores. Order-preserving for all
-/// finite floats: flip all bits of negatives, set the sign bit of positives, invert.
-fn score_key(score: f32) -> u32 {
+/// so the hamming top-k structure also keeps the best scores (and the BM25 top-k its
+/// own). Order-preserving for all floats: flip all bits of negatives, set the sign bit
+/// of positives, invert (a NaN from a corrupt file sorts somewhere, never panics).
+#[inline]
+pub(crate) fn score_key(score: f32) -> u32 {
     let bits = score.to_bits();
     let ordered = if bits >> 31 == 1 {
         !bits
@@ -151,7 +153,8 @@ fn score_key(score: f32) -> u32 {
     !ordered
 }
 
-fn key_score(key: u32) -> f32 {
+#[inline]
+pub(crate) fn key_score(key: u32) -> f32 {
     let ordered = !key;
     let bits = if ordered >> 31 == 1 {
         ordered & 0x7fff_ffff

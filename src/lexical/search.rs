@@ -29,7 +29,7 @@ use std::collections::BinaryHeap;
 
 use super::analyze::Analyzer;
 use super::read::{END, Lexical, Postings};
-use crate::search::{Hit, Hits};
+use crate::search::{Hit, Hits, key_score, score_key};
 
 /// Above this many distinct query terms, plain term at a time: MaxScore's per-window
 /// bookkeeping (a bound and a sort over all terms) no longer pays, and an absurd query
@@ -403,30 +403,6 @@ impl LexicalSearcher {
 fn recycle<'x, 'y>(mut v: Vec<Postings<'x>>) -> Vec<Postings<'y>> {
     v.clear();
     v.into_iter().filter_map(|_| None).collect()
-}
-
-/// Maps a score to a key that sorts the other way round (higher score → smaller key),
-/// order-preserving for all floats (NaN included, so a corrupt file cannot upset the heap).
-#[inline]
-fn score_key(score: f32) -> u32 {
-    let bits = score.to_bits();
-    let ordered = if bits >> 31 == 1 {
-        !bits
-    } else {
-        bits | 0x8000_0000
-    };
-    !ordered
-}
-
-#[inline]
-fn key_score(key: u32) -> f32 {
-    let ordered = !key;
-    let bits = if ordered >> 31 == 1 {
-        ordered & 0x7fff_ffff
-    } else {
-        !ordered
-    };
-    f32::from_bits(bits)
 }
 
 /// Top-k by score, ties broken by smaller document id (so the result does not depend on
