@@ -43,6 +43,9 @@ import resource  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "eval"))
+from qrels import load_qrels  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -131,17 +134,6 @@ def tokenize_corpus(path, tok, chunk_words, overlap):
         flat.append(np.concatenate(chunks))
     flat = np.concatenate(flat) if flat else np.zeros(0, dtype=np.int32)
     return TokenIds(flat, np.asarray(offsets, dtype=np.int64)), vocab, doc_ids
-
-
-def load_qrels(path):
-    qrels = {}
-    with open(path) as f:
-        next(f)
-        for line in f:
-            q, d, s = line.rstrip("\n").split("\t")
-            if int(s) > 0:
-                qrels.setdefault(q, set()).add(d)
-    return qrels
 
 
 def rss_gb():
