@@ -1,0 +1,136 @@
+//! How sure is the top-1? A calibrated probability, so an agent can say "I'm not sure"
+//! instead of reading out a guess.
+//!
+//! A voice agent that always gets ten passages cannot tell a confident hit from a guess,
+//! and Stream RAG insists it must expose that. The signal that separates them here is
+//! the shape of the result list itself: a right top-1 usually stands clear of the
+//! second and third passages, a wrong one ties with them. So the confidence is a
+//! logistic function (Platt scaling) of two gaps of the returned scores s1 ≥ s2 ≥ s3:
+//! `margin = s1 − s2` and `gap3 = s1 − s3`, divided by s1 for BM25 scores (they grow
+//! with the query's length and the corpus; a relative gap does not), raw for cosines
+//! and fused scores (fixed ranges). It costs three subtractions per utterance and needs
+//! no model.
+//!
+//! The coefficients were fitted per retriever on the typed questions of this project's
+//! dev set (Spoken-SQuAD) by `tools/eval/calibrate.py`, which also measures them on
+//! recorded recognizer streams the fit never saw (AUROC and expected calibration error
+//! in docs/benchmarks.md). Other corpora shift the calibration; the ranking (AUROC) is
+//! what travels best, so the threshold is a setting (`low_evidence_threshold`).
+
+use crate::hybrid::Retriever;
+
+/// Logistic coefficients: intercept, margin, gap3 (from `tools/eval/calibrate.py`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Platt {
+    intercept: f32,
+    margin: f32,
+    gap3: f32,
+}
+
+const DENSE: Platt = Platt {
+    intercept: -1.7327,
+    margin: 11.3021,
+    gap3: 17.9785,
+};
+const LEXICAL: Platt = Platt {
+    intercept: -1.7350,
+    margin: 8.1060,
+    gap3: 5.7725,
+};
+const HYBRID: Platt = Platt {
+    intercept: -1.7228,
+    margin: 8.5894,
+    gap3: 6.3420,
+};
+
+/// Below this confidence a result is flagged `evidence: "low"` by default: the top-1 is
+/// then more likely wrong than right.
+pub const DEFAULT_LOW_EVIDENCE_THRESHOLD: f32 = 0.5;
+
+/// Probability that the top-1 of `scores` (best first, as returned) is relevant; `None`
+/// for an empty list. Non-finite scores count as 0 so the answer is always a number in
+/// [0, 1].
+pub fn confidence(retriever: Retriever, scores: &[f32]) -> Option<f32> {
+    let s = |i: usize| {
+        scores
+            .get(i)
+            .copied()
+            .filter(|x| x.is_finite())
+            .unwrap_or(0.0)
+    };
+    if scores.is_empty() {
+        return None;
+    }
+    let (s1, s2, s3) = (s(0), s(1).min(s(0)), s(2).min(s(0)));
+    let (p, scale) = match retriever {
+        Retriever::Dense => (DENSE, 1.0),
+        Retriever::Hybrid => (HYBRID, 1.0),
+        Retriever::Lexical => (LEXICAL, if s1 > 0.0 { s1 } else { 1.0 }),
+    };
+    let z = p.intercept + p.margin * (s1 - s2) / scale + p.gap3 * (s1 - s3) / scale;
+    Some(1.0 / (1.0 + (-z).exp()))
+}
+
+/// `"ok"` or `"low"`: what the agent should do with the top-1.
+pub fn evidence(confidence: Option<f32>, threshold: f32) -> &'static str {
+    match confidence {
+        Some(c) if c >= threshold => "ok",
+        _ => "low",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clear_winner_is_confident_and_a_three_way_tie_is_not() {
+        for r in Retriever::ALL {
+            let (clear, tie) = match r {
+                Retriever::Lexical => ([40.0, 12.0, 10.0], [20.0, 19.9, 19.8]),
+                _ => ([0.9, 0.5, 0.45], [0.6, 0.59, 0.58]),
+            };
+            let c = confidence(r, &clear).unwrap();
+            let t = confidence(r, &tie).unwrap();
+            assert!(c > 0.9, "{r:?}: clear winner {c}");
+            assert!(t < 0.3, "{r:?}: tie {t}");
+            assert_eq!(evidence(Some(c), DEFAULT_LOW_EVIDENCE_THRESHOLD), "ok");
+            assert_eq!(evidence(Some(t), DEFAULT_LOW_EVIDENCE_THRESHOLD), "low");
+        }
+    }
+
+    #[test]
+    fn confidence_grows_with_the_margin() {
+        let mut last = 0.0;
+        for m in [0.0f32, 0.02, 0.05, 0.1, 0.2, 0.4] {
+            let c = confidence(Retriever::Hybrid, &[0.8, 0.8 - m, 0.8 - m]).unwrap();
+            assert!(c > last, "margin {m}: {c} after {last}");
+            last = c;
+        }
+    }
+
+    #[test]
+    fn lexical_confidence_ignores_the_scale_of_bm25() {
+        let a = confidence(Retriever::Lexical, &[10.0, 6.0, 5.0]).unwrap();
+        let b = confidence(Retriever::Lexical, &[100.0, 60.0, 50.0]).unwrap();
+        assert!((a - b).abs() < 1e-6, "{a} vs {b}");
+    }
+
+    #[test]
+    fn short_empty_and_non_finite_lists_give_a_probability_or_none() {
+        assert_eq!(confidence(Retriever::Hybrid, &[]), None);
+        assert_eq!(evidence(None, 0.5), "low");
+        for scores in [
+            &[0.7][..],
+            &[0.7, 0.6],
+            &[f32::NAN, 0.5, 0.4],
+            &[f32::INFINITY, f32::NEG_INFINITY, 0.1],
+            &[-3.0, -4.0, -5.0],
+        ] {
+            for r in Retriever::ALL {
+                let c = confidence(r, scores).unwrap();
+                assert!((0.0..=1.0).contains(&c), "{r:?} {scores:?}: {c}");
+            }
+        }
+    }
+}
