@@ -140,6 +140,14 @@ pub struct RunArgs {
     pub retriever: Option<String>,
     #[command(flatten)]
     pub layer1: Layer1Flags,
+    /// Read the whole index into memory instead of mapping it (small indexes, SD cards):
+    /// costs its size in RAM; nothing written to the file can reach the daemon
+    #[arg(long)]
+    pub index_in_ram: bool,
+    /// Write the daemon's pid here once it is serving (SIGHUP reloads the index;
+    /// `primd install-index --pid-file` sends it); removed at exit
+    #[arg(long, value_name = "FILE")]
+    pub pid_file: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

@@ -143,7 +143,7 @@ mod tests {
 
     #[test]
     fn a_slice_that_is_not_a_whole_mapping_is_refused() {
-        let v = vec![1u8; 100];
+        let v = [1u8; 100];
         let off = if (v.as_ptr() as usize).is_multiple_of(4096) {
             &v[1..]
         } else {

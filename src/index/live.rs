@@ -237,6 +237,54 @@ fn open_held(path: &Path, serve: Serve) -> Result<Held, IndexError> {
     })
 }
 
+/// SIGHUP (reload) and SIGIO (a lease being broken) for a [`LiveIndex`], handled on a
+/// thread of their own. Registered before the index is opened: SIGIO's default action
+/// kills the process, and SIGHUP's too.
+pub struct Signals(signal_hook::iterator::Signals);
+
+impl Signals {
+    pub fn register() -> std::io::Result<Signals> {
+        use signal_hook::consts::{SIGHUP, SIGIO};
+        Ok(Signals(signal_hook::iterator::Signals::new([
+            SIGHUP, SIGIO,
+        ])?))
+    }
+
+    /// Handles the signals for `live` from now on (signals that arrived since
+    /// [`register`](Self::register) are handled first).
+    pub fn spawn(mut self, live: Arc<LiveIndex>) -> std::io::Result<()> {
+        use signal_hook::consts::{SIGHUP, SIGIO};
+        std::thread::Builder::new()
+            .name("primd-index".into())
+            .spawn(move || {
+                for sig in self.0.forever() {
+                    match sig {
+                        SIGIO => {
+                            live.on_lease_break();
+                        }
+                        SIGHUP => match live.reload() {
+                            Ok(ix) => log::info!(
+                                "SIGHUP: {:?} is valid ({} passages, checksum and model \
+                                 fingerprint match): swapping it in at the next utterance",
+                                live.path(),
+                                ix.len()
+                            ),
+                            Err(e) => {
+                                log::error!(
+                                    "SIGHUP: index reload refused, still serving the old one: {e}"
+                                );
+                                crate::notify::Notifier::from_env()
+                                    .status(&format!("index reload refused: {e}"));
+                            }
+                        },
+                        _ => {}
+                    }
+                }
+            })?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,10 +372,7 @@ mod tests {
         let live = LiveIndex::open(&p, no_lease()).unwrap();
         live.require_lexical("hybrid");
         let (passages, vectors) = corpus(4, 64, 5);
-        let opts = crate::index::WriteOptions {
-            lexical: None,
-            ..Default::default()
-        };
+        let opts = crate::index::WriteOptions { lexical: None };
         crate::index::write_index_with(&p, &meta(64), &passages, &vectors, &opts).unwrap();
         let e = live.reload().unwrap_err();
         assert!(matches!(e, ReloadError::NoLexical { .. }), "{e}");
