@@ -428,7 +428,6 @@ fn in_process_an_utterance_in_flight_finishes_on_the_old_index() {
     }
     assert!(!live.swap_pending());
     assert_eq!(live.current().len(), 12);
-    drop(say);
     drop(input);
     let stats = run.join().unwrap();
     assert_eq!(stats.utterances, 2);
