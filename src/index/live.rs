@@ -17,7 +17,7 @@
 //!   (the output writer, for results still queued) drops it.
 //! - **In-place writers**: by default the file is mapped with a read lease held on the
 //!   same inode. A writer's `open` then waits while we copy the bytes into private memory
-//!   at the same address ([`detach`](super::detach)) and release the lease; the daemon
+//!   at the same address (`index::detach`) and release the lease; the daemon
 //!   keeps answering from the copy, and a later SIGHUP loads what was written. Leases
 //!   need the daemon to own the file (or `CAP_LEASE`) and a local filesystem; when one
 //!   cannot be taken this is logged, and `--index-in-ram` (read the file into memory,
