@@ -31,6 +31,28 @@ pub enum Command {
     /// Measure on your data when queries stabilise (word-prefix replay) and what
     /// streaming hides on recorded recognizer streams; a Markdown report with plots
     Eval(EvalArgs),
+    /// Publish a new index under a running daemon: check it (structure, checksum, model),
+    /// write it beside PATH, fsync, rename over PATH, and send the daemon SIGHUP
+    InstallIndex(InstallIndexArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct InstallIndexArgs {
+    /// The new index (made by build-index); left as it is
+    #[arg(value_name = "NEW")]
+    pub new: PathBuf,
+    /// The path the daemon serves (its --index)
+    #[arg(long, value_name = "PATH")]
+    pub to: PathBuf,
+    /// Model directory the daemon loads (the new index must have been built with its model)
+    #[arg(long, value_name = "DIR", default_value = "models")]
+    pub model: PathBuf,
+    /// Send SIGHUP to this process (the daemon) after installing
+    #[arg(long, value_name = "PID", conflicts_with = "pid_file")]
+    pub pid: Option<i32>,
+    /// Send SIGHUP to the process whose pid this file holds (`primd run --pid-file`)
+    #[arg(long, value_name = "FILE")]
+    pub pid_file: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -140,6 +162,14 @@ pub struct RunArgs {
     pub retriever: Option<String>,
     #[command(flatten)]
     pub layer1: Layer1Flags,
+    /// Read the whole index into memory instead of mapping it (small indexes, SD cards):
+    /// costs its size in RAM; nothing written to the file can reach the daemon
+    #[arg(long)]
+    pub index_in_ram: bool,
+    /// Write the daemon's pid here once it is serving (SIGHUP reloads the index;
+    /// `primd install-index --pid-file` sends it); removed at exit
+    #[arg(long, value_name = "FILE")]
+    pub pid_file: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

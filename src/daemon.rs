@@ -18,6 +18,15 @@
 //!
 //! Shutdown: end of input, SIGINT or SIGTERM, or a closed stdout → the open utterance
 //! is finalised with its newest partial, its result written, and `run` returns.
+//!
+//! Index swap ([`LiveIndex`], SIGHUP): the retriever borrows its index, so a swap ends
+//! one `Retrieval` at an utterance boundary and starts the next over the new index with
+//! the same embedder; the writer is told in band (`ToWriter::Index`), so results queued
+//! before the swap are still printed from the index that produced them.
+//!
+//! systemd (`crate::notify`): `READY=1` once the index, the embedder and the input
+//! threads are up; the watchdog is fed from the retriever loop itself, which wakes for it
+//! when idle.
 
 use std::io::{BufRead, Write};
 use std::sync::Arc;
@@ -30,7 +39,9 @@ use crate::config::RunConfig;
 use crate::embed::Embed;
 use crate::hybrid::HybridSearcher;
 use crate::index::Index;
+use crate::index::live::LiveIndex;
 use crate::input::{Ctx, Dialect, DialectKind, Event, EventKind, LineReader, MAX_LINE_BYTES, Text};
+use crate::notify::{self, Notifier};
 use crate::output::{Outbound, SPECULATIVE_SHOWN, write_message};
 use crate::stream::normalize::Normalizer;
 use crate::stream::{Observed, StreamingRetriever};
@@ -59,6 +70,25 @@ pub struct DaemonOptions {
     pub pace: f64,
 }
 
+/// What the writer thread receives: results, in order, and the index to print the
+/// following ones from (sent when a swap happens).
+// By value like `Inbound`: the bounded channel preallocates its slots once.
+#[allow(clippy::large_enum_variant)]
+enum ToWriter {
+    Out(Outbound),
+    Index(Arc<Index>),
+}
+
+/// Why a `Retrieval` stopped.
+#[allow(clippy::large_enum_variant)] // one per swap, on the stack
+enum Stop {
+    /// Input ended or the output is gone.
+    End,
+    /// A new index is staged and no utterance is open: swap, then go on with this
+    /// message (already received, not yet handled).
+    Swap(Option<Inbound>),
+}
+
 /// Totals over a run, for the closing log line and tests.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RunStats {
@@ -71,12 +101,13 @@ pub fn run<E: Embed + 'static>(
     cfg: &RunConfig,
     opts: &DaemonOptions,
     embedder: E,
-    index: Arc<Index>,
+    live: Arc<LiveIndex>,
     input: Box<dyn BufRead + Send>,
     output: Box<dyn Write + Send>,
 ) -> anyhow::Result<RunStats> {
+    let mut index = live.current();
     let (events_tx, events_rx) = bounded::<Inbound>(EVENT_QUEUE);
-    let (out_tx, out_rx) = bounded::<Outbound>(EVENT_QUEUE);
+    let (out_tx, out_rx) = bounded::<ToWriter>(EVENT_QUEUE);
     install_signal_handler(events_tx.clone())?;
     let dialect = opts.dialect.unwrap_or(DialectKind::Auto);
     log::info!("ready: reading {} input", dialect.name());
@@ -100,27 +131,61 @@ pub fn run<E: Embed + 'static>(
     let writer_index = index.clone();
     let writer = std::thread::Builder::new()
         .name("primd-writer".into())
-        .spawn(move || write_results(output, &writer_index, out_rx))?;
+        .spawn(move || write_results(output, writer_index, out_rx))?;
 
-    let searcher = HybridSearcher::new(&index)?;
-    let normalizer = Normalizer::new(cfg.fillers.iter().map(String::as_str));
-    let mut retrieval = Retrieval {
-        r: StreamingRetriever::new(cfg.stream.clone(), embedder, searcher, normalizer),
-        cfg,
-        opts,
-        out: &out_tx,
-        stats: RunStats::default(),
-        utterance: 1,
-        pending: None,
-        open: false,
-        newest: Text::new(),
-        shown: heapless::Vec::new(),
-        stale: 0,
-        silences: &silences,
-    };
-    retrieval.run(&events_rx);
-    let mut stats = retrieval.stats;
-    drop(retrieval);
+    let mut notifier = Notifier::from_env();
+    notifier.ready(&format!(
+        "serving {} passages from {}",
+        index.len(),
+        index.path().display()
+    ));
+    let mut embedder = embedder;
+    let mut stats = RunStats::default();
+    let mut utterance = 1;
+    let mut carry = None;
+    loop {
+        let searcher = HybridSearcher::new(&index)?;
+        let normalizer = Normalizer::new(cfg.fillers.iter().map(String::as_str));
+        let mut retrieval = Retrieval {
+            r: StreamingRetriever::new(cfg.stream.clone(), embedder, searcher, normalizer),
+            cfg,
+            opts,
+            out: &out_tx,
+            stats,
+            utterance,
+            pending: None,
+            open: false,
+            newest: Text::new(),
+            shown: heapless::Vec::new(),
+            stale: 0,
+            silences: &silences,
+            live: &live,
+            notifier: &mut notifier,
+            silence_at: None,
+        };
+        let stop = retrieval.run(&events_rx, carry.take());
+        (stats, utterance) = (retrieval.stats, retrieval.utterance);
+        embedder = retrieval.r.into_embedder();
+        let Stop::Swap(next) = stop else { break };
+        carry = next;
+        if let Some(new) = live.take_staged() {
+            log::info!(
+                "index swapped: now serving {} passages from {:?} (was {}), from utterance {utterance}",
+                new.len(),
+                new.path(),
+                index.len()
+            );
+            notifier.status(&format!(
+                "serving {} passages from {} (swapped in before utterance {utterance})",
+                new.len(),
+                new.path().display()
+            ));
+            index = new;
+            if out_tx.send(ToWriter::Index(index.clone())).is_err() {
+                break;
+            }
+        }
+    }
     drop(out_tx); // lets the writer finish
     writer
         .join()
@@ -219,7 +284,7 @@ struct Retrieval<'a, 'i, E: Embed> {
     r: StreamingRetriever<'i, E>,
     cfg: &'a RunConfig,
     opts: &'a DaemonOptions,
-    out: &'a Sender<Outbound>,
+    out: &'a Sender<ToWriter>,
     stats: RunStats,
     utterance: u64,
     /// Newest partial not yet observed.
@@ -233,15 +298,34 @@ struct Retrieval<'a, 'i, E: Embed> {
     stale: u32,
     /// Utterances ended by wall-clock silence (the reader watches it).
     silences: &'a AtomicU64,
+    /// The served index: a staged successor is taken at an utterance boundary.
+    live: &'a LiveIndex,
+    notifier: &'a mut Notifier,
+    /// With an utterance open and nothing to do: when silence ends it.
+    silence_at: Option<Instant>,
 }
 
 impl<E: Embed> Retrieval<'_, '_, E> {
-    fn run(&mut self, rx: &Receiver<Inbound>) {
+    fn run(&mut self, rx: &Receiver<Inbound>, mut carry: Option<Inbound>) -> Stop {
         let endpoint = Duration::from_millis(self.cfg.endpoint_ms);
         loop {
+            // 0. The watchdog is fed from here: a loop that stops turning stops feeding it.
+            notify::test_stall();
+            self.notifier.alive(self.stats.utterances);
+            // A new index is staged: swap between utterances (`open`: one is in flight).
+            let boundary = !self.open && self.pending.is_none();
+            if boundary && self.live.swap_pending() {
+                return Stop::Swap(carry);
+            }
             // 1. Take what is waiting, without blocking.
-            let next = match rx.try_recv() {
-                Ok(m) => Some(m),
+            let next = match carry.take().map_or_else(|| rx.try_recv(), Ok) {
+                Ok(m) => {
+                    if boundary && self.live.swap_pending() {
+                        return Stop::Swap(Some(m));
+                    }
+                    self.silence_at = None;
+                    Some(m)
+                }
                 Err(TryRecvError::Disconnected) => Some(Inbound::End),
                 Err(TryRecvError::Empty) => {
                     // 2. Nothing waiting: observe the newest partial, else idle work.
@@ -254,15 +338,42 @@ impl<E: Embed> Retrieval<'_, '_, E> {
                         Ok(false) => {}
                         Err(e) => log::error!("idle embed: {e}"),
                     }
-                    // 3. Block; with an utterance open, at most until silence ends it.
-                    if self.open {
-                        match rx.recv_timeout(endpoint) {
+                    // 3. Block; with an utterance open, at most until silence ends it;
+                    // at most one watchdog interval (then around the loop, which feeds it).
+                    let silence_at = self.open.then(|| {
+                        *self
+                            .silence_at
+                            .get_or_insert_with(|| Instant::now() + endpoint)
+                    });
+                    let wake = self.notifier.wake_interval().map(|w| Instant::now() + w);
+                    let deadline = match (silence_at, wake) {
+                        (Some(s), Some(w)) => Some(s.min(w)),
+                        (s, w) => s.or(w),
+                    };
+                    let got = match deadline {
+                        Some(d) => match rx.recv_deadline(d) {
                             Ok(m) => Some(m),
                             Err(RecvTimeoutError::Timeout) => None,
                             Err(RecvTimeoutError::Disconnected) => Some(Inbound::End),
+                        },
+                        None => Some(rx.recv().unwrap_or(Inbound::End)),
+                    };
+                    match got {
+                        Some(m) => {
+                            // A swap staged while we slept goes before a new utterance.
+                            if !self.open && self.live.swap_pending() {
+                                return Stop::Swap(Some(m));
+                            }
+                            self.silence_at = None;
+                            Some(m)
                         }
-                    } else {
-                        Some(rx.recv().unwrap_or(Inbound::End))
+                        // Silence ended the utterance.
+                        None if silence_at.is_some_and(|s| Instant::now() >= s) => {
+                            self.silence_at = None;
+                            None
+                        }
+                        // Only a watchdog wake-up.
+                        None => continue,
                     }
                 }
             };
@@ -281,7 +392,7 @@ impl<E: Embed> Retrieval<'_, '_, E> {
                 Some(Inbound::Event(ev)) => self.event(ev),
             };
             if !keep_going {
-                return;
+                return Stop::End;
             }
         }
     }
@@ -333,7 +444,7 @@ impl<E: Embed> Retrieval<'_, '_, E> {
             partial: ev.text,
             candidates,
         };
-        let _ = self.out.send(msg);
+        let _ = self.out.send(ToWriter::Out(msg));
     }
 
     /// Ends the open utterance with `final_text` (None: its newest partial); false when
@@ -363,14 +474,21 @@ impl<E: Embed> Retrieval<'_, '_, E> {
             eou_to_result_ms: eou.elapsed().as_secs_f64() * 1e3,
             stale_dropped: std::mem::take(&mut self.stale),
         };
-        self.out.send(msg).is_ok()
+        self.out.send(ToWriter::Out(msg)).is_ok()
     }
 }
 
 /// The writer thread: results → JSON lines. A closed output stops it.
-fn write_results(mut output: Box<dyn Write + Send>, index: &Index, rx: Receiver<Outbound>) {
+fn write_results(mut output: Box<dyn Write + Send>, mut index: Arc<Index>, rx: Receiver<ToWriter>) {
     for msg in rx {
-        if let Err(e) = write_message(&mut output, index, &msg) {
+        let msg = match msg {
+            ToWriter::Out(m) => m,
+            ToWriter::Index(new) => {
+                index = new; // the old mapping goes when its last result is printed
+                continue;
+            }
+        };
+        if let Err(e) = write_message(&mut output, &index, &msg) {
             let closed = e
                 .downcast_ref::<std::io::Error>()
                 .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe);

@@ -22,6 +22,7 @@ pub mod hybrid;
 pub mod index;
 pub mod input;
 pub mod lexical;
+pub mod notify;
 pub mod output;
 pub mod qgemm;
 pub mod scan;

@@ -3,6 +3,7 @@
 
 mod embed;
 mod eval;
+mod install_index;
 mod run;
 mod search;
 
@@ -20,6 +21,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Search(args) => search::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Eval(args) => eval::run(&args),
+        Command::InstallIndex(args) => install_index::run(&args),
     }
 }
 

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use primd::config::{self, Layer1};
 use primd::daemon::{self, DaemonOptions};
-use primd::index::Index;
+use primd::index::Load;
+use primd::index::live::{LiveIndex, Serve, Signals};
 use primd::input::{SerialReader, SerialSpec};
 
 use crate::cli::RunArgs;
@@ -19,12 +20,26 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         ..args.layer1.to_layer1()
     };
     let mut cfg = config::load(args.config.as_deref(), flags)?;
-    let index = Arc::new(Index::open(&args.index)?);
+    // Before the index is opened: SIGIO (a lease break) and SIGHUP would kill us.
+    let signals = Signals::register().context("installing SIGHUP/SIGIO handlers")?;
+    let serve = Serve {
+        load: Load {
+            in_ram: args.index_in_ram,
+            populate: true,
+        },
+        lease: true,
+    };
+    let live = Arc::new(LiveIndex::open(&args.index, serve)?);
+    let index = live.current();
     if args.verify {
         index.verify()?;
     }
     let retriever = cfg.resolve_retriever(&index)?;
     let embedder = super::embedder_for(&index, &args.model, cfg.precision, cfg.embedder_threads)?;
+    if retriever.uses_lexical() {
+        live.require_lexical(retriever.as_str());
+    }
+    signals.spawn(live.clone())?;
     let input: Box<dyn BufRead + Send> = if args.input == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else if args.input.starts_with("serial:") {
@@ -46,13 +61,35 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         emit_speculative: args.emit_speculative,
         pace: args.pace.unwrap_or(0.0),
     };
+    drop(index);
+    let _pid_file = args.pid_file.as_deref().map(PidFile::write).transpose()?;
     daemon::run(
         &cfg,
         &dopts,
         embedder,
-        index,
+        live,
         input,
         Box::new(std::io::stdout()),
     )?;
     Ok(())
+}
+
+/// `--pid-file`: written (by rename, so a reader never sees half a number) once the
+/// signal handlers are in place, removed when the daemon returns.
+struct PidFile(std::path::PathBuf);
+
+impl PidFile {
+    fn write(path: &std::path::Path) -> anyhow::Result<PidFile> {
+        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+        std::fs::write(&tmp, format!("{}\n", std::process::id()))
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .with_context(|| format!("writing the pid file {path:?}"))?;
+        Ok(PidFile(path.to_path_buf()))
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }

@@ -20,8 +20,11 @@
 //! - the header records the model+tokenizer fingerprint, so vectors are never compared against
 //!   queries embedded by a different model (`Index::check_fingerprint`).
 
+#[cfg_attr(not(target_os = "linux"), path = "detach_other.rs")]
+mod detach;
 mod error;
 mod format;
+pub mod live;
 mod read;
 mod write;
 
@@ -30,7 +33,7 @@ pub use format::{
     FORMAT_VERSION, Fingerprint, IndexMeta, MAGIC, OLDEST_SUPPORTED, PassageRecord, PassageRef,
     quantize_i8, sign_code,
 };
-pub use read::Index;
+pub use read::{Index, Load};
 pub use write::{WriteOptions, write_index, write_index_with};
 
 /// The text that is embedded for a passage: its title, a newline, then the passage

@@ -54,6 +54,23 @@ pub struct Index {
     footer: usize,
 }
 
+/// How [`Index::open_with`] holds the file's bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Load {
+    /// Read the whole file into private anonymous memory instead of mapping it: costs
+    /// the file's size in RAM, and no write to the file can reach the daemon.
+    pub in_ram: bool,
+    /// Map with `MAP_POPULATE` and `madvise(WILLNEED)`: the file is read and its pages
+    /// mapped at open, so the first search after boot does not page-fault the scan.
+    pub populate: bool,
+}
+
+/// Fills `buf` from `file` at offset 0 (a shorter file is an `UnexpectedEof` error).
+fn read_exact_at(file: &File, buf: &mut [u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.read_exact_at(buf, 0)
+}
+
 impl fmt::Debug for Index {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Index")
@@ -69,12 +86,36 @@ impl fmt::Debug for Index {
 impl Index {
     /// Maps `path` and runs the cheap checks (see the module doc); O(count) for the offsets
     /// table, otherwise O(1). Does not check the CRC: call [`Index::verify`] for that.
+    ///
+    /// **The mapping contract.** The file is memory-mapped, not read: whoever publishes a
+    /// new index must write it elsewhere (in the same directory) and `rename(2)` it over
+    /// the old name (`write_index` and `primd install-index` do), never write into the
+    /// file in place. A rename leaves this mapping on the old inode, whose bytes no one
+    /// changes; writing in place (`cp new.idx live.idx`, an editor, `>`) changes the
+    /// bytes under a running search, and truncating the file turns the next read of a
+    /// page past the new end into SIGBUS, which kills the process. `primd run` guards
+    /// against such writers (a read lease, or `--index-in-ram`; `index::live`), nothing
+    /// else does.
     pub fn open(path: &Path) -> Result<Index, IndexError> {
+        Index::open_with(path, Load::default())
+    }
+
+    /// [`Index::open`] with a choice of how the bytes are held ([`Load`]).
+    pub fn open_with(path: &Path, load: Load) -> Result<Index, IndexError> {
+        let file = File::open(path).map_err(|source| IndexError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Index::from_file(&file, path, load)
+    }
+
+    /// [`Index::open_with`] over a file the caller opened (and may keep open, e.g. to
+    /// hold a lease on the very inode that is mapped); `path` names it in errors.
+    pub fn from_file(file: &File, path: &Path, load: Load) -> Result<Index, IndexError> {
         let io = |source| IndexError::Io {
             path: path.to_path_buf(),
             source,
         };
-        let file = File::open(path).map_err(io)?;
         let size = file.metadata().map_err(io)?.len();
         let min = (HEADER_SIZE + FOOTER_SIZE) as u64;
         if size < min {
@@ -85,16 +126,35 @@ impl Index {
                 needed: min,
             });
         }
-        // SAFETY: `Mmap` is unsafe because the bytes behind it may change if another process
-        // writes to the file while it is mapped (and a truncation would turn our reads into
-        // SIGBUS). Index files are written only by `write_index`, which never modifies a file
-        // in place: it writes a new file under a temporary name and renames it over the old
-        // one, so a mapping made here keeps referring to the old inode, whose contents no one
-        // changes. Replacing an index any other way (`cp` onto it, editing it in place) is
-        // unsupported and documented as such in FORMAT.md. The map is read-only and private to
-        // this struct; every slice we hand out borrows `self`, so none outlives the mapping.
-        let map = unsafe { MmapOptions::new().map(&file) }.map_err(io)?;
-        drop(file);
+        let map = if load.in_ram {
+            // A private anonymous copy: no later write to the file can reach it.
+            let len =
+                usize::try_from(size).map_err(|_| io(std::io::ErrorKind::OutOfMemory.into()))?;
+            let mut anon = memmap2::MmapMut::map_anon(len).map_err(io)?;
+            read_exact_at(file, &mut anon).map_err(io)?;
+            anon.make_read_only().map_err(io)?
+        } else {
+            let mut opts = MmapOptions::new();
+            if load.populate {
+                opts.populate();
+            }
+            // SAFETY: `Mmap` is unsafe because the bytes behind it may change if another
+            // process writes to the file while it is mapped (and a truncation would turn our
+            // reads into SIGBUS). Index files are written only by `write_index` and
+            // `install-index`, which never modify a file in place: they write a new file
+            // under a temporary name and rename it over the old one, so a mapping made here
+            // keeps referring to the old inode, whose contents no one changes. Replacing an
+            // index any other way is outside the contract stated on [`Index::open`]; the
+            // daemon additionally holds a read lease (`index::live`) to survive it. The map
+            // is read-only and private to this struct; every slice we hand out borrows
+            // `self`, so none outlives the mapping.
+            let map = unsafe { opts.map(file) }.map_err(io)?;
+            if load.populate {
+                // Read-ahead of the whole file; only a hint, so its failure is ignored.
+                let _ = map.advise(memmap2::Advice::WillNeed);
+            }
+            map
+        };
         let mut index = Index {
             path: path.to_path_buf(),
             meta: IndexMeta {
@@ -335,6 +395,12 @@ impl Index {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The whole file as held (mapped or copied), for `index::live`, which may move a
+    /// mapping's pages off the file (`live::detach`).
+    pub(super) fn bytes(&self) -> &[u8] {
+        &self.map
     }
 
     pub fn meta(&self) -> &IndexMeta {

@@ -246,6 +246,11 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         &self.cfg
     }
 
+    /// Gives the embedder back (the daemon moves it to a retriever over a new index).
+    pub fn into_embedder(self) -> E {
+        self.embedder
+    }
+
     pub fn searcher(&self) -> &HybridSearcher<'i> {
         &self.searcher
     }
