@@ -3,8 +3,10 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::builder::PossibleValue;
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use primd::embed::Precision;
+use primd::input::DialectKind;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -117,8 +119,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "SOURCE", default_value = "-")]
     pub input: String,
     /// Input format (auto: detected from the first non-empty line, logged)
-    #[arg(long, value_enum, default_value_t = primd::input::DialectKind::Auto)]
-    pub dialect: primd::input::DialectKind,
+    #[arg(long, value_enum, default_value_t = DialectArg(DialectKind::Auto))]
+    pub dialect: DialectArg,
     /// Also print an event per speculative search (for prefetching)
     #[arg(long)]
     pub emit_speculative: bool,
@@ -291,5 +293,29 @@ impl Layer1Flags {
             revision_weight: self.revision_weight,
             ..self.fusion.to_layer1()
         }
+    }
+}
+
+/// `--dialect`: the parsers crate knows nothing of clap, so its names and help texts
+/// ([`DialectKind::name`], [`DialectKind::help`]) are offered here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DialectArg(pub DialectKind);
+
+impl ValueEnum for DialectArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        const ALL: [DialectArg; DialectKind::ALL.len()] = {
+            let mut all = [DialectArg(DialectKind::Auto); DialectKind::ALL.len()];
+            let mut i = 0;
+            while i < all.len() {
+                all[i] = DialectArg(DialectKind::ALL[i]);
+                i += 1;
+            }
+            all
+        };
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.0.name()).help(self.0.help()))
     }
 }

@@ -17,6 +17,7 @@ pub mod daemon;
 pub mod embed;
 pub mod eval;
 pub mod fusion;
+pub mod hits;
 pub mod hybrid;
 pub mod index;
 pub mod input;

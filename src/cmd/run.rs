@@ -42,7 +42,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         if cfg.stream.enabled { "on" } else { "off" }
     );
     let dopts = DaemonOptions {
-        dialect: Some(args.dialect),
+        dialect: Some(args.dialect.0),
         emit_speculative: args.emit_speculative,
         pace: args.pace.unwrap_or(0.0),
     };

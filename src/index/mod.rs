@@ -22,6 +22,8 @@
 
 mod error;
 mod format;
+#[doc(hidden)]
+pub mod fuzz;
 mod read;
 mod write;
 
