@@ -16,6 +16,7 @@ pub mod config;
 pub mod daemon;
 pub mod embed;
 pub mod eval;
+pub mod flags;
 pub mod fusion;
 pub mod hits;
 pub mod hybrid;

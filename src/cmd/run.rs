@@ -15,8 +15,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let flags = Layer1 {
         enabled: args.no_streaming.then_some(false),
         endpoint_ms: args.endpoint_ms,
-        retriever: args.retriever.clone(),
-        ..args.layer1.to_layer1()
+        retriever: args.retriever,
+        ..args.layer1.to_layer1(&args.model)
     };
     let mut cfg = config::load(args.config.as_deref(), flags)?;
     let index = Arc::new(Index::open(&args.index)?);
@@ -24,7 +24,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         index.verify()?;
     }
     let retriever = cfg.resolve_retriever(&index)?;
-    let embedder = super::embedder_for(&index, &args.model, cfg.precision, cfg.embedder_threads)?;
+    let embedder = super::embedder_for(
+        &index,
+        &args.model.model,
+        cfg.precision,
+        cfg.embedder_threads,
+    )?;
     let input: Box<dyn BufRead + Send> = if args.input == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else if args.input.starts_with("serial:") {

@@ -22,6 +22,7 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use primd::embed::{DIM, Embed, Embedder, EmbedderOptions, Embedding, Precision};
+use primd::flags::ModelArgs;
 use primd::index::{
     Index, IndexMeta, PassageRecord, WriteOptions, passage_embed_text, write_index_with,
 };
@@ -31,9 +32,8 @@ use primd::lexical::{AnalyzerSpec, Bm25, DEFAULT_ANALYZER, check_params};
 #[derive(Parser, Debug)]
 #[command(name = "build-index", version)]
 struct Args {
-    /// Model directory (model-int8.onnx, model.onnx, tokenizer.json: made by models/fetch)
-    #[arg(long, value_name = "DIR", default_value = "models")]
-    model: PathBuf,
+    #[command(flatten)]
+    model: ModelArgs,
     /// JSONL file ({"id", "title", "text"} per line) or a folder of .txt/.md files
     #[arg(long, value_name = "PATH")]
     input: PathBuf,
@@ -47,15 +47,10 @@ struct Args {
     /// Words shared by consecutive windows
     #[arg(long, value_name = "N", default_value_t = corpus::DEFAULT_OVERLAP)]
     overlap: u32,
-    /// Embedding threads (default: all cores)
+    /// Passages embedded in parallel, each worker with its own fork of the model
+    /// (default: all cores)
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
-    /// fp32 weights (model.onnx); primd then loads model.onnx for this index
-    #[arg(long, conflicts_with = "int8")]
-    fp32: bool,
-    /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels): the default
-    #[arg(long)]
-    int8: bool,
     /// Leave out the lexical (BM25) section: a dense-only index
     #[arg(long)]
     no_lexical: bool,
@@ -107,16 +102,13 @@ fn run(args: Args) -> anyhow::Result<()> {
     if passages.is_empty() {
         bail!("{:?} holds no documents: nothing to index", args.input);
     }
-    let precision = if args.fp32 {
-        Precision::Fp32
-    } else {
-        Precision::Int8
-    };
+    // An index is built with int8 unless told otherwise; primd then loads the same.
+    let precision = args.model.precision().unwrap_or(Precision::Int8);
     let embedder = Embedder::load(
-        &args.model,
+        &args.model.model,
         &EmbedderOptions {
             precision,
-            threads: 1,
+            threads: args.model.threads(),
         },
     )?;
     let threads = args
