@@ -69,6 +69,12 @@ impl fmt::Debug for Index {
 impl Index {
     /// Maps `path` and runs the cheap checks (see the module doc); O(count) for the offsets
     /// table, otherwise O(1). Does not check the CRC: call [`Index::verify`] for that.
+    ///
+    /// The mmap contract: while an `Index` is open, its file must never be rewritten in
+    /// place or truncated (the checks above would no longer hold for the mapped bytes,
+    /// and a truncated mapping raises SIGBUS). Replace an index by writing a new file and
+    /// renaming it over the old path, as `build-index` does: the open `Index` keeps the
+    /// old file's pages, and the next `open` sees the new file.
     pub fn open(path: &Path) -> Result<Index, IndexError> {
         let io = |source| IndexError::Io {
             path: path.to_path_buf(),

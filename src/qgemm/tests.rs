@@ -146,6 +146,55 @@ fn extreme_values_do_not_saturate_any_kernel() {
     }
 }
 
+/// The module doc's rule for non-finite activations, in every kernel: a NaN counts as
+/// the row's top level `max(x, 0)`; `±inf` (or a row of NaNs) gives the bias alone.
+#[test]
+fn non_finite_activations_follow_the_documented_rule() {
+    let (k, n) = (37, 20);
+    let mut rng = Rng(0x0bad_f10a7);
+    let w = rng.i8s(n * k);
+    let ws: Vec<f32> = rng.f32s(n, 0.01).iter().map(|v| v.abs()).collect();
+    let b = rng.f32s(n, 1.0);
+    let packed = PackedWeights::new(&w, n, k, &ws, &b);
+    let row = rng.f32s(k, 2.0);
+    let top = row.iter().fold(0.0f32, |a, &v| a.max(v));
+    let with = |i: usize, v: f32| {
+        let mut r = row.clone();
+        r[i] = v;
+        r
+    };
+    // Rows: NaN inside; the same row with the row's top level there; +inf; -inf; all NaN.
+    let x: Vec<f32> = [
+        with(5, f32::NAN),
+        with(5, top),
+        with(11, f32::INFINITY),
+        with(0, f32::NEG_INFINITY),
+        vec![f32::NAN; k],
+    ]
+    .concat();
+    let mut scratch = Scratch::default();
+    for set in supported() {
+        let mut out = vec![0.0f32; 5 * n];
+        linear_with(
+            &set,
+            &x,
+            5,
+            &packed,
+            Epilogue::Bias,
+            &Serial,
+            &mut scratch,
+            &mut out,
+        );
+        let rows: Vec<&[f32]> = out.chunks(n).collect();
+        assert!(out.iter().all(|v| v.is_finite()), "{}: {out:?}", set.name);
+        assert_eq!(rows[0], rows[1], "{}: NaN = the row's top level", set.name);
+        assert_ne!(rows[0], &b[..], "{}: a NaN does not void its row", set.name);
+        for (r, row) in rows.iter().enumerate().skip(2) {
+            assert_eq!(*row, &b[..], "{}: row {r} is the bias alone", set.name);
+        }
+    }
+}
+
 #[test]
 fn int8_linear_is_close_to_the_float_product() {
     // What a user of the model notices: the quantized layer approximates the fp32 one.
