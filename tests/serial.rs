@@ -26,8 +26,8 @@ struct Cable {
 impl Cable {
     fn plug(link: &Path) -> Cable {
         // Close-on-exec: a child holding the master would keep the line up.
-        let master = posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
-            .expect("posix_openpt");
+        let master =
+            posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC).expect("posix_openpt");
         grantpt(&master).expect("grantpt");
         unlockpt(&master).expect("unlockpt");
         // primd opens the slave by its path.

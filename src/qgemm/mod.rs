@@ -167,6 +167,20 @@ const SCALAR: Kernels = Kernels {
     gemm: scalar::gemm,
 };
 
+/// Every kernel set of this architecture, whether or not this CPU can run it (for the
+/// CI check that the best ones were tested: `testing::require_kernels`).
+#[cfg(all(test, target_arch = "x86_64"))]
+pub(crate) const KERNEL_SETS: &[&str] = &[
+    "scalar",
+    "x86_64-avx2",
+    "x86_64-avxvnni",
+    "x86_64-avx512vnni",
+];
+#[cfg(all(test, target_arch = "aarch64"))]
+pub(crate) const KERNEL_SETS: &[&str] = &["scalar", "aarch64-neon", "aarch64-neon-dotprod"];
+#[cfg(all(test, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
+pub(crate) const KERNEL_SETS: &[&str] = &["scalar"];
+
 /// Every kernel set this CPU can run, best last. Only sets whose target features were
 /// detected here are returned: that is what makes calling their functions sound.
 fn supported() -> Vec<Kernels> {
