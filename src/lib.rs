@@ -24,6 +24,7 @@ pub mod index;
 pub mod input;
 pub mod lexical;
 pub mod output;
+pub mod parallel;
 pub mod qgemm;
 pub mod scan;
 pub mod search;
