@@ -39,12 +39,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
             s.truncate(n);
         }
     }
-    let embedder = super::embedder_for(
-        &index,
-        &args.model.model,
-        cfg.precision,
-        cfg.embedder_threads,
-    )?;
+    let embedder = super::embedder_for(&index, &args.model.model, &cfg)?;
     let eval_opts = EvalOptions {
         workers: args.workers as usize,
         sweep: args.sweep,

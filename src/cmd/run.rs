@@ -24,12 +24,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         index.verify()?;
     }
     let retriever = cfg.resolve_retriever(&index)?;
-    let embedder = super::embedder_for(
-        &index,
-        &args.model.model,
-        cfg.precision,
-        cfg.embedder_threads,
-    )?;
+    let embedder = super::embedder_for(&index, &args.model.model, &cfg)?;
     let input: Box<dyn BufRead + Send> = if args.input == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else if args.input.starts_with("serial:") {

@@ -60,12 +60,7 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
     log::info!("{retriever} retriever over {:?}", args.index);
     // The lexical retriever needs no model.
     let mut embedder = if retriever.uses_dense() {
-        Some(super::embedder_for(
-            &index,
-            &args.model.model,
-            cfg.precision,
-            cfg.embedder_threads,
-        )?)
+        Some(super::embedder_for(&index, &args.model.model, &cfg)?)
     } else {
         None
     };

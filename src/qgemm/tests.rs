@@ -35,6 +35,29 @@ fn reference(x: &[f32], m: usize, k: usize, w: &[i8], n: usize, ws: &[f32], b: &
     out
 }
 
+/// `m` rows of `x` through the layer with kernel set `set`, bias epilogue, one thread.
+fn bias_layer(
+    set: &Kernels,
+    x: &[f32],
+    m: usize,
+    packed: &PackedWeights,
+    scratch: &mut Scratch,
+) -> Vec<f32> {
+    // NaN-filled: a column a kernel forgets to write shows.
+    let mut out = vec![f32::NAN; m * packed.n];
+    linear_with(
+        set,
+        x,
+        m,
+        packed,
+        Epilogue::Bias,
+        &Serial,
+        scratch,
+        &mut out,
+    );
+    out
+}
+
 /// The tests below run every set `supported()` returns: this one says which, and fails
 /// on CI when the CPU's best sets are not among them (`testing::require_kernels`).
 #[test]
@@ -80,17 +103,7 @@ fn every_kernel_equals_the_reference_bit_for_bit() {
         let want = reference(&x, m, k, &w, n, &ws, &b);
         let packed = PackedWeights::new(&w, n, k, &ws, &b);
         for set in supported() {
-            let mut out = vec![f32::NAN; m * n];
-            linear_with(
-                &set,
-                &x,
-                m,
-                &packed,
-                Epilogue::Bias,
-                &Serial,
-                &mut scratch,
-                &mut out,
-            );
+            let out = bias_layer(&set, &x, m, &packed, &mut scratch);
             assert_eq!(out, want, "{} m {m} k {k} n {n}", set.name);
         }
     }
@@ -112,17 +125,7 @@ fn extreme_values_do_not_saturate_any_kernel() {
         let want = reference(&x, m, k, &w, n, &ws, &b);
         let packed = PackedWeights::new(&w, n, k, &ws, &b);
         for set in supported() {
-            let mut out = vec![0.0; m * n];
-            linear_with(
-                &set,
-                &x,
-                m,
-                &packed,
-                Epilogue::Bias,
-                &Serial,
-                &mut scratch,
-                &mut out,
-            );
+            let out = bias_layer(&set, &x, m, &packed, &mut scratch);
             assert_eq!(out, want, "{} w {wv} x {xv}", set.name);
         }
     }
@@ -156,17 +159,7 @@ fn non_finite_activations_follow_the_documented_rule() {
     .concat();
     let mut scratch = Scratch::default();
     for set in supported() {
-        let mut out = vec![0.0f32; 5 * n];
-        linear_with(
-            &set,
-            &x,
-            5,
-            &packed,
-            Epilogue::Bias,
-            &Serial,
-            &mut scratch,
-            &mut out,
-        );
+        let out = bias_layer(&set, &x, 5, &packed, &mut scratch);
         let rows: Vec<&[f32]> = out.chunks(n).collect();
         assert!(out.iter().all(|v| v.is_finite()), "{}: {out:?}", set.name);
         assert_eq!(rows[0], rows[1], "{}: NaN = the row's top level", set.name);
