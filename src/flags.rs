@@ -22,6 +22,9 @@ pub struct ModelArgs {
     /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels)
     #[arg(long)]
     pub int8: bool,
+    /// The precision by name, as the `precision` config key spells it (= --fp32 / --int8)
+    #[arg(long, value_enum, value_name = "NAME", conflicts_with_all = ["fp32", "int8"])]
+    pub precision: Option<Precision>,
     /// Threads tract may use inside one embed (default 1, or the `embedder_threads`
     /// config key)
     #[arg(long, value_name = "N",
@@ -35,7 +38,7 @@ impl ModelArgs {
         match (self.fp32, self.int8) {
             (true, _) => Some(Precision::Fp32),
             (_, true) => Some(Precision::Int8),
-            _ => None,
+            _ => self.precision,
         }
     }
 
@@ -88,5 +91,11 @@ mod tests {
         let over = (max + 1).to_string();
         assert!(Cmd::try_parse_from(["t", "--embedder-threads", &over]).is_err());
         assert!(Cmd::try_parse_from(["t", "--fp32", "--int8"]).is_err());
+        let named = Cmd::try_parse_from(["t", "--precision", "fp32"])
+            .unwrap()
+            .model;
+        assert_eq!(named.precision(), Some(Precision::Fp32));
+        assert!(Cmd::try_parse_from(["t", "--precision", "fp16"]).is_err());
+        assert!(Cmd::try_parse_from(["t", "--precision", "int8", "--fp32"]).is_err());
     }
 }
