@@ -30,6 +30,8 @@ use primd::lexical::{
     AnalyzerKind, AnalyzerSpec, Bm25, DEFAULT_ANALYZER, Lexical, LexicalSearcher, build,
 };
 use primd::search::Hits;
+// Seeded: the same corpus on every machine and run.
+use primd::testing::Rng;
 
 const VOCAB: usize = 50_000;
 const ZIPF_S: f64 = 1.1;
@@ -42,27 +44,6 @@ const CACHE_TAG: &str = "bitpacked1";
 const WORDS: AnalyzerSpec = AnalyzerSpec {
     kind: AnalyzerKind::Words,
 };
-
-/// xorshift64*, seeded: the same corpus on every machine and run.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-}
 
 struct Zipf {
     words: Vec<String>,
@@ -80,14 +61,14 @@ impl Zipf {
         let mut seen = std::collections::HashSet::new();
         let mut words = Vec::with_capacity(VOCAB);
         while words.len() < VOCAB {
-            let syllables = 1 + rng.below(4);
+            let syllables = 1 + rng.index(4);
             let w: String = (0..syllables)
                 .map(|_| {
                     format!(
                         "{}{}{}",
-                        ONSETS[rng.below(ONSETS.len())],
-                        VOWELS[rng.below(VOWELS.len())],
-                        CODAS[rng.below(CODAS.len())]
+                        ONSETS[rng.index(ONSETS.len())],
+                        VOWELS[rng.index(VOWELS.len())],
+                        CODAS[rng.index(CODAS.len())]
                     )
                 })
                 .collect();
@@ -122,10 +103,10 @@ fn corpus(n: usize) -> (Vec<PassageRecord>, Vec<String>) {
     let zipf = Zipf::new(&mut rng);
     let mut passages = Vec::with_capacity(n);
     for i in 0..n {
-        let len = 100 + rng.below(81);
+        let len = 100 + rng.index(81);
         let text: Vec<&str> = (0..len).map(|_| zipf.word(&mut rng)).collect();
-        let title: Vec<&str> = (0..1 + rng.below(3))
-            .map(|_| zipf.words[1000 + rng.below(VOCAB - 1000)].as_str())
+        let title: Vec<&str> = (0..1 + rng.index(3))
+            .map(|_| zipf.words[1000 + rng.index(VOCAB - 1000)].as_str())
             .collect();
         passages.push(PassageRecord {
             id: format!("z{i}"),
@@ -140,11 +121,11 @@ fn corpus(n: usize) -> (Vec<PassageRecord>, Vec<String>) {
     let mut qrng = Rng::new(SEED ^ 0xface);
     let queries = (0..QUERIES)
         .map(|_| {
-            let p = &passages[qrng.below(n)];
+            let p = &passages[qrng.index(n)];
             let mut words: Vec<&str> = p.text.split(' ').collect();
             // its rarer words: the question's names
             words.sort_by_key(|w| std::cmp::Reverse(w.len()));
-            let mut q: Vec<&str> = (0..3).map(|_| words[qrng.below(12)]).collect();
+            let mut q: Vec<&str> = (0..3).map(|_| words[qrng.index(12)]).collect();
             q.extend((0..7).map(|_| zipf.word(&mut qrng)));
             q.join(" ")
         })

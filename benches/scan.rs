@@ -11,17 +11,10 @@ use primd::scan::{TopK, hamming_top_k, kernel_name, scalar_hamming_top_k};
 const CODE_BYTES: usize = 48;
 const K: usize = 100;
 
-/// Seeded xorshift64, so every run scans the same codes.
-fn random_bytes(n: usize, mut state: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(n + 8);
-    while out.len() < n {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        out.extend_from_slice(&state.to_le_bytes());
-    }
-    out.truncate(n);
-    out
+/// Seeded, so every run scans the same codes.
+fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut rng = primd::testing::Rng::new(seed);
+    (0..n).map(|_| rng.next() as u8).collect()
 }
 
 fn scan(c: &mut Criterion) {

@@ -3,8 +3,13 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
-use primd::embed::Precision;
+use clap::builder::PossibleValue;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use primd::config::Layer1;
+pub use primd::flags::ModelArgs;
+use primd::fusion::FusionRule;
+use primd::hybrid::Retriever;
+use primd::input::DialectKind;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -56,35 +61,6 @@ pub struct InstallIndexArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct ModelArgs {
-    /// Model directory holding model-int8.onnx, model.onnx and tokenizer.json (made by
-    /// models/fetch)
-    #[arg(long, value_name = "DIR", default_value = "models")]
-    pub model: PathBuf,
-    /// fp32 weights (model.onnx). Default: the precision the index was built with;
-    /// without an index, int8
-    #[arg(long, conflicts_with = "int8")]
-    pub fp32: bool,
-    /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels)
-    #[arg(long)]
-    pub int8: bool,
-    /// Threads tract may use inside one embed
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub embedder_threads: u16,
-}
-
-impl ModelArgs {
-    /// The precision asked for; `None` leaves it to the index (or the default).
-    pub fn precision(&self) -> Option<Precision> {
-        match (self.fp32, self.int8) {
-            (true, _) => Some(Precision::Fp32),
-            (_, true) => Some(Precision::Int8),
-            _ => None,
-        }
-    }
-}
-
-#[derive(Args, Debug)]
 pub struct EmbedArgs {
     #[command(flatten)]
     pub model: ModelArgs,
@@ -109,10 +85,9 @@ pub struct SearchArgs {
     /// Brute-force dense search over every passage (the reference for quality checks)
     #[arg(long)]
     pub exact: bool,
-    /// dense, lexical or hybrid (default: hybrid when the index has a lexical section,
-    /// else dense)
-    #[arg(long, value_name = "NAME")]
-    pub retriever: Option<String>,
+    /// Retriever (default: hybrid when the index has a lexical section, else dense)
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub retriever: Option<Retriever>,
     #[command(flatten)]
     pub fusion: FusionFlags,
     /// Check the index's full checksum before searching (reads the whole file)
@@ -124,10 +99,8 @@ pub struct SearchArgs {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Model directory holding model-int8.onnx, model.onnx and tokenizer.json (made by
-    /// models/fetch)
-    #[arg(long, value_name = "DIR", default_value = "models")]
-    pub model: PathBuf,
+    #[command(flatten)]
+    pub model: ModelArgs,
     /// Index file made by build-index
     #[arg(long, value_name = "FILE")]
     pub index: PathBuf,
@@ -139,8 +112,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "SOURCE", default_value = "-")]
     pub input: String,
     /// Input format (auto: detected from the first non-empty line, logged)
-    #[arg(long, value_enum, default_value_t = primd::input::DialectKind::Auto)]
-    pub dialect: primd::input::DialectKind,
+    #[arg(long, value_enum, default_value_t = DialectArg(DialectKind::Auto))]
+    pub dialect: DialectArg,
     /// Also print an event per speculative search (for prefetching)
     #[arg(long)]
     pub emit_speculative: bool,
@@ -156,10 +129,9 @@ pub struct RunArgs {
     /// Silence that ends an utterance, in milliseconds
     #[arg(long, value_name = "MS")]
     pub endpoint_ms: Option<i64>,
-    /// dense, lexical or hybrid (default: hybrid when the index has a lexical section,
-    /// else dense)
-    #[arg(long, value_name = "NAME")]
-    pub retriever: Option<String>,
+    /// Retriever (default: hybrid when the index has a lexical section, else dense)
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub retriever: Option<Retriever>,
     #[command(flatten)]
     pub layer1: Layer1Flags,
     /// Read the whole index into memory instead of mapping it (small indexes, SD cards):
@@ -174,10 +146,8 @@ pub struct RunArgs {
 
 #[derive(Args, Debug)]
 pub struct EvalArgs {
-    /// Model directory holding model-int8.onnx, model.onnx and tokenizer.json (made by
-    /// models/fetch)
-    #[arg(long, value_name = "DIR", default_value = "models")]
-    pub model: PathBuf,
+    #[command(flatten)]
+    pub model: ModelArgs,
     /// Index file made by build-index
     #[arg(long, value_name = "FILE")]
     pub index: PathBuf,
@@ -214,8 +184,8 @@ pub struct EvalArgs {
     pub config: Option<PathBuf>,
     /// Retrievers to measure, comma-separated: dense,lexical,hybrid (default: the one
     /// `primd run` would use on this index)
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub retriever: Option<Vec<String>>,
+    #[arg(long, value_enum, value_name = "LIST", value_delimiter = ',')]
+    pub retriever: Option<Vec<Retriever>>,
     #[command(flatten)]
     pub layer1: Layer1Flags,
 }
@@ -233,9 +203,6 @@ pub struct Layer1Flags {
     /// Candidates kept by a speculative scan
     #[arg(long, value_name = "N")]
     pub max_speculative_results: Option<i64>,
-    /// Threads tract may use inside one embed
-    #[arg(long, value_name = "N")]
-    pub embedder_threads: Option<i64>,
     /// Partials with fewer words never trigger
     #[arg(long, value_name = "N")]
     pub min_tokens: Option<i64>,
@@ -254,12 +221,6 @@ pub struct Layer1Flags {
     /// Filler words and phrases removed before embedding, comma-separated
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub fillers: Option<Vec<String>>,
-    /// fp32 weights (model.onnx). Default: the precision the index was built with
-    #[arg(long, conflicts_with = "int8")]
-    pub fp32: bool,
-    /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels)
-    #[arg(long)]
-    pub int8: bool,
     /// Weight of words only earlier partials had in the lexical query (0: off)
     #[arg(long, value_name = "W")]
     pub revision_weight: Option<f64>,
@@ -274,8 +235,8 @@ pub struct FusionFlags {
     #[arg(long, value_name = "W")]
     pub lexical_weight: Option<f64>,
     /// Fusion rule: convex (weighted normalised scores) or rrf (reciprocal ranks)
-    #[arg(long, value_name = "RULE")]
-    pub fusion: Option<String>,
+    #[arg(long, value_enum, value_name = "RULE")]
+    pub fusion: Option<FusionRule>,
     /// Candidates of each lexical search
     #[arg(long, value_name = "N")]
     pub lexical_candidates: Option<i64>,
@@ -283,10 +244,10 @@ pub struct FusionFlags {
 
 impl FusionFlags {
     /// The flags as config overrides of their keys (others unset).
-    pub fn to_layer1(&self) -> primd::config::Layer1 {
-        primd::config::Layer1 {
+    pub fn to_layer1(&self) -> Layer1 {
+        Layer1 {
             lexical_weight: self.lexical_weight,
-            fusion: self.fusion.clone(),
+            fusion: self.fusion,
             lexical_candidates: self.lexical_candidates,
             ..Default::default()
         }
@@ -294,15 +255,15 @@ impl FusionFlags {
 }
 
 impl Layer1Flags {
-    /// The flags as config overrides (`enabled` and `endpoint_ms` are left to the
-    /// command).
-    pub fn to_layer1(&self) -> primd::config::Layer1 {
-        primd::config::Layer1 {
+    /// These flags and the model's as config overrides (`enabled`, `endpoint_ms` and
+    /// `retriever` are left to the command).
+    pub fn to_layer1(&self, model: &ModelArgs) -> Layer1 {
+        Layer1 {
             enabled: None,
             trigger_interval: self.trigger_interval,
             similarity_threshold: self.similarity_threshold,
             max_speculative_results: self.max_speculative_results,
-            embedder_threads: self.embedder_threads,
+            embedder_threads: model.embedder_threads,
             min_tokens: self.min_tokens,
             reflector_threshold: self.reflector_threshold,
             full_search_candidates: self.full_search_candidates,
@@ -310,16 +271,34 @@ impl Layer1Flags {
             idle_embed: self.no_idle_embed.then_some(false),
             endpoint_ms: None,
             fillers: self.fillers.clone(),
-            precision: if self.int8 {
-                Some("int8".into())
-            } else if self.fp32 {
-                Some("fp32".into())
-            } else {
-                None
-            },
+            precision: model.precision(),
             retriever: None,
             revision_weight: self.revision_weight,
             ..self.fusion.to_layer1()
         }
+    }
+}
+
+/// `--dialect`: the parsers crate knows nothing of clap, so its names and help texts
+/// ([`DialectKind::name`], [`DialectKind::help`]) are offered here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DialectArg(pub DialectKind);
+
+impl ValueEnum for DialectArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        const ALL: [DialectArg; DialectKind::ALL.len()] = {
+            let mut all = [DialectArg(DialectKind::Auto); DialectKind::ALL.len()];
+            let mut i = 0;
+            while i < all.len() {
+                all[i] = DialectArg(DialectKind::ALL[i]);
+                i += 1;
+            }
+            all
+        };
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.0.name()).help(self.0.help()))
     }
 }

@@ -62,10 +62,10 @@ pub struct Layer1 {
     pub idle_embed: Option<bool>,
     pub endpoint_ms: Option<i64>,
     pub fillers: Option<Vec<String>>,
-    pub precision: Option<String>,
-    pub retriever: Option<String>,
+    pub precision: Option<Precision>,
+    pub retriever: Option<Retriever>,
     pub lexical_weight: Option<f64>,
-    pub fusion: Option<String>,
+    pub fusion: Option<FusionRule>,
     pub lexical_candidates: Option<i64>,
     pub revision_weight: Option<f64>,
 }
@@ -172,13 +172,9 @@ fn real(
     Ok(v as f32)
 }
 
-/// A retriever name (the `retriever` key, or one item of `primd eval --retriever`).
-pub fn parse_retriever(name: &str) -> Result<Retriever, ConfigError> {
-    Retriever::parse(name).ok_or_else(|| ConfigError::Invalid {
-        key: "retriever",
-        reason: format!("{name:?} is not \"dense\", \"lexical\" or \"hybrid\""),
-    })
-}
+/// Threads tract may use inside one embed (`embedder_threads`, `--embedder-threads`):
+/// the one limit of the config key and of every command's flag.
+pub const EMBEDDER_THREADS: std::ops::RangeInclusive<i64> = 1..=64;
 
 fn check(raw: Layer1) -> Result<RunConfig, ConfigError> {
     let d = StreamConfig::default();
@@ -224,13 +220,7 @@ fn check(raw: Layer1) -> Result<RunConfig, ConfigError> {
         idle_embed: raw.idle_embed.unwrap_or(d.idle_embed),
         retriever: d.retriever,
         fusion: Fusion {
-            rule: match raw.fusion.as_deref() {
-                None => d.fusion.rule,
-                Some(name) => FusionRule::parse(name).ok_or_else(|| ConfigError::Invalid {
-                    key: "fusion",
-                    reason: format!("{name:?} is not \"convex\" or \"rrf\""),
-                })?,
-            },
+            rule: raw.fusion.unwrap_or(d.fusion.rule),
             lexical_weight: real(
                 "lexical_weight",
                 raw.lexical_weight,
@@ -263,23 +253,17 @@ fn check(raw: Layer1) -> Result<RunConfig, ConfigError> {
             ),
         });
     }
-    let precision = match raw.precision.as_deref() {
-        None => None,
-        Some("fp32") => Some(Precision::Fp32),
-        Some("int8") => Some(Precision::Int8),
-        Some(other) => {
-            return Err(ConfigError::Invalid {
-                key: "precision",
-                reason: format!("{other:?} is not \"fp32\" or \"int8\""),
-            });
-        }
-    };
-    let retriever = raw.retriever.as_deref().map(parse_retriever).transpose()?;
     Ok(RunConfig {
         stream,
-        retriever,
-        embedder_threads: int("embedder_threads", raw.embedder_threads, 1, 1, 64)?,
-        precision,
+        retriever: raw.retriever,
+        embedder_threads: int(
+            "embedder_threads",
+            raw.embedder_threads,
+            1,
+            *EMBEDDER_THREADS.start(),
+            *EMBEDDER_THREADS.end(),
+        )?,
+        precision: raw.precision,
         endpoint_ms: int("endpoint_ms", raw.endpoint_ms, 800, 50, 60_000)? as u64,
         fillers: raw
             .fillers
@@ -329,9 +313,9 @@ mod tests {
             (2, &["like".to_string()][..])
         );
 
-        let fp32 = |flag: Option<&str>| {
+        let fp32 = |flag: Option<Precision>| {
             let flags = Layer1 {
-                precision: flag.map(String::from),
+                precision: flag,
                 ..Default::default()
             };
             from_toml("[layer1]\nprecision = \"fp32\"\n", flags)
@@ -339,7 +323,11 @@ mod tests {
                 .precision
         };
         assert_eq!(fp32(None), Some(Precision::Fp32), "the file names it");
-        assert_eq!(fp32(Some("int8")), Some(Precision::Int8), "the flag wins");
+        assert_eq!(
+            fp32(Some(Precision::Int8)),
+            Some(Precision::Int8),
+            "the flag wins"
+        );
     }
 
     #[test]
@@ -355,7 +343,7 @@ mod tests {
             "[layer1]\nretriever = \"lexical\"\nfusion = \"rrf\"\nlexical_weight = 0.3\n\
              lexical_candidates = 50\nrevision_weight = 0.25\n",
             Layer1 {
-                retriever: Some("hybrid".into()),
+                retriever: Some(Retriever::Hybrid),
                 lexical_weight: Some(0.7),
                 ..Default::default()
             },
@@ -366,9 +354,6 @@ mod tests {
         assert!((c.stream.fusion.lexical_weight - 0.7).abs() < 1e-6);
         assert_eq!(c.stream.lexical_candidates, 50);
         assert!((c.stream.revision_weight - 0.25).abs() < 1e-6);
-        assert_eq!(parse_retriever("dense").unwrap(), Retriever::Dense);
-        let e = parse_retriever("Dense").unwrap_err().to_string();
-        assert!(e.contains("layer1.retriever") && e.contains("Dense"), "{e}");
     }
 
     #[test]
@@ -390,9 +375,10 @@ mod tests {
                 "[layer1]\ntop_k = 50\nmax_speculative_results = 20\n",
                 "layer1.top_k",
             ),
-            ("[layer1]\nprecision = \"fp16\"\n", "layer1.precision"),
-            ("[layer1]\nretriever = \"bm25\"\n", "layer1.retriever"),
-            ("[layer1]\nfusion = \"sum\"\n", "layer1.fusion"),
+            (
+                "[layer1]\nembedder_threads = 65\n",
+                "layer1.embedder_threads",
+            ),
             ("[layer1]\nlexical_weight = 1.5\n", "layer1.lexical_weight"),
             ("[layer1]\nlexical_weight = -0.1\n", "layer1.lexical_weight"),
             (
@@ -414,6 +400,24 @@ mod tests {
         ] {
             let e = from_toml(text, Layer1::default()).unwrap_err().to_string();
             assert!(e.contains(key), "{text}: {e}");
+        }
+        // Enumerations are parsed by serde: the message names the key (the line it
+        // quotes), the value and the accepted names.
+        for (text, bad, names) in [
+            (
+                "[layer1]\nprecision = \"fp16\"\n",
+                "fp16",
+                "`fp32` or `int8`",
+            ),
+            ("[layer1]\nretriever = \"bm25\"\n", "bm25", "`hybrid`"),
+            ("[layer1]\nfusion = \"sum\"\n", "sum", "`convex` or `rrf`"),
+        ] {
+            let e = from_toml(text, Layer1::default()).unwrap_err().to_string();
+            let key = text[9..].split(' ').next().unwrap();
+            assert!(
+                e.contains(key) && e.contains(bad) && e.contains(names),
+                "{text}: {e}"
+            );
         }
         let e = from_toml("[layer1]\ntrigger_intervall = 3\n", Layer1::default())
             .unwrap_err()

@@ -29,8 +29,19 @@ pub const RRF_K: f32 = 60.0;
 /// Most candidates one fusion handles: a lexical top-[`MAX_K`] and a binary top-[`MAX_K`].
 pub const MAX_UNION: usize = 2 * MAX_K;
 
-/// How the two rankings are combined.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+/// How the two rankings are combined. Parsed once, by clap (`--fusion`) or by serde (the
+/// `fusion` config key).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum FusionRule {
     /// Convex combination of min-max-normalised scores (weight `lexical_weight`).
@@ -45,15 +56,6 @@ impl FusionRule {
         match self {
             FusionRule::Convex => "convex",
             FusionRule::Rrf => "rrf",
-        }
-    }
-
-    /// `"convex"` or `"rrf"`.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "convex" => Some(FusionRule::Convex),
-            "rrf" => Some(FusionRule::Rrf),
-            _ => None,
         }
     }
 }
@@ -371,9 +373,17 @@ mod tests {
 
     #[test]
     fn rule_names_round_trip() {
-        for r in [FusionRule::Convex, FusionRule::Rrf] {
-            assert_eq!(FusionRule::parse(r.as_str()), Some(r));
+        use clap::ValueEnum;
+        for r in FusionRule::value_variants() {
+            let name = r.to_possible_value().unwrap();
+            assert_eq!(
+                name.get_name(),
+                r.as_str(),
+                "clap's name is the displayed one"
+            );
+            let json: FusionRule = serde_json::from_str(&format!("{:?}", r.as_str())).unwrap();
+            assert_eq!(json, *r, "serde's name is the displayed one");
         }
-        assert_eq!(FusionRule::parse("sum"), None);
+        assert!(FusionRule::from_str("sum", false).is_err());
     }
 }

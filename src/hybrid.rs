@@ -32,8 +32,11 @@ pub type Ranked = FixedVec<Scored, MAX_K>;
 /// Lexical candidates of a hybrid search by default (as the binary scan's).
 pub const DEFAULT_LEXICAL_CANDIDATES: usize = 100;
 
-/// Which retriever answers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+/// Which retriever answers. Parsed once, by clap (`--retriever`) or by serde (the
+/// `retriever` config key).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Retriever {
     /// Embedding: 1-bit scan, int8 rerank.
@@ -53,11 +56,6 @@ impl Retriever {
             Retriever::Lexical => "lexical",
             Retriever::Hybrid => "hybrid",
         }
-    }
-
-    /// `"dense"`, `"lexical"` or `"hybrid"`.
-    pub fn parse(s: &str) -> Option<Self> {
-        Retriever::ALL.into_iter().find(|r| r.as_str() == s)
     }
 
     /// Needs query embeddings.
@@ -319,11 +317,15 @@ mod tests {
 
     #[test]
     fn retriever_names_round_trip() {
+        use clap::ValueEnum;
+        assert_eq!(Retriever::value_variants(), Retriever::ALL);
         for r in Retriever::ALL {
-            assert_eq!(Retriever::parse(r.as_str()), Some(r));
+            assert_eq!(Retriever::from_str(r.as_str(), false), Ok(r));
+            let json: Retriever = serde_json::from_str(&format!("{:?}", r.as_str())).unwrap();
+            assert_eq!(json, r);
             assert_eq!(r.to_string(), r.as_str());
         }
-        assert_eq!(Retriever::parse("bm25"), None);
+        assert!(Retriever::from_str("bm25", false).is_err());
         assert!(Retriever::Hybrid.uses_dense() && Retriever::Hybrid.uses_lexical());
         assert!(!Retriever::Lexical.uses_dense() && !Retriever::Dense.uses_lexical());
     }

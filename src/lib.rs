@@ -17,17 +17,22 @@ pub mod config;
 pub mod daemon;
 pub mod embed;
 pub mod eval;
+pub mod flags;
 pub mod fusion;
+pub mod hits;
 pub mod hybrid;
 pub mod index;
 pub mod input;
 pub mod lexical;
 pub mod notify;
 pub mod output;
+pub mod parallel;
 pub mod qgemm;
 pub mod scan;
 pub mod search;
 pub mod stream;
+#[doc(hidden)]
+pub mod testing;
 
 /// The kernels this machine runs, for logs and failure reports: primd's 1-bit scan and
 /// int8 rerank kernels, primd's int8 matmul kernels (the default embedder's linears),

@@ -10,6 +10,8 @@
 use heapless::Vec as FixedVec;
 
 use crate::embed::{DIM, Embedding};
+pub use crate::hits::{Hit, Hits};
+pub(crate) use crate::hits::{key_score, score_key};
 use crate::index::{Index, IndexError, quantize_i8, sign_code};
 use crate::scan::{self, MAX_K, Neighbor, TopK};
 
@@ -20,17 +22,8 @@ pub const DEFAULT_CANDIDATES: usize = 100;
 /// Bytes of a sign code.
 const CODE_BYTES: usize = DIM / 8;
 
-/// One result: a passage position in the index and its score (higher is better).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Hit {
-    pub index: u32,
-    pub score: f32,
-}
-
 /// Candidates of a binary scan, nearest first (hamming distance in `distance`).
 pub type Candidates = FixedVec<Neighbor, MAX_K>;
-/// Reranked results, best first.
-pub type Hits = FixedVec<Hit, MAX_K>;
 
 /// A query embedding in the index's compact forms, made once per embedding.
 #[derive(Clone, Debug)]
@@ -134,48 +127,6 @@ impl<'a> Searcher<'a> {
                 index: n.index,
                 score: key_score(n.distance),
             });
-        }
-    }
-}
-
-/// Maps a score to a `u32` that sorts the other way round (higher score → smaller key),
-/// so the hamming top-k structure also keeps the best scores (and the BM25 top-k its
-/// own). Order-preserving for all floats: flip all bits of negatives, set the sign bit
-/// of positives, invert (a NaN from a corrupt file sorts somewhere, never panics).
-#[inline]
-pub(crate) fn score_key(score: f32) -> u32 {
-    let bits = score.to_bits();
-    let ordered = if bits >> 31 == 1 {
-        !bits
-    } else {
-        bits | 0x8000_0000
-    };
-    !ordered
-}
-
-#[inline]
-pub(crate) fn key_score(key: u32) -> f32 {
-    let ordered = !key;
-    let bits = if ordered >> 31 == 1 {
-        ordered & 0x7fff_ffff
-    } else {
-        !ordered
-    };
-    f32::from_bits(bits)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn score_keys_sort_scores_descending_and_round_trip() {
-        let scores = [-1.0f32, -0.5, -0.0, 0.0, 1e-9, 0.25, 0.9999, 1.0];
-        for w in scores.windows(2) {
-            assert!(score_key(w[0]) >= score_key(w[1]), "{w:?}");
-        }
-        for s in scores {
-            assert_eq!(key_score(score_key(s)).to_bits(), s.to_bits());
         }
     }
 }

@@ -204,8 +204,9 @@ fn bad_retriever_settings_are_refused_by_name() {
     let index = build_real_index(dir.path());
     let q = b"{\"id\": 1, \"text\": \"tokyo\"}\n";
     for (extra, key) in [
-        (&["--retriever", "bm25"][..], "layer1.retriever"),
-        (&["--fusion", "sum"], "layer1.fusion"),
+        // Enumerations are refused by clap, with the accepted names.
+        (&["--retriever", "bm25"][..], "'bm25' for '--retriever"),
+        (&["--fusion", "sum"], "possible values: convex, rrf"),
         (&["--lexical-weight", "1.5"], "layer1.lexical_weight"),
         (&["--lexical-candidates", "0"], "layer1.lexical_candidates"),
         (&["--exact", "--retriever", "hybrid"], "--exact"),

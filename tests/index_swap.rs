@@ -146,11 +146,8 @@ impl Daemon {
     }
 
     fn hup(&self) {
-        // SAFETY: kill(2) with integer arguments, to our own child.
-        assert_eq!(
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGHUP) },
-            0
-        );
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
     }
 
     /// Closes stdin and waits: the daemon must exit 0 by itself (not by a signal).

@@ -5,45 +5,36 @@
 
 mod common;
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::FromRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
+use nix::fcntl::OFlag;
+use nix::pty::{PtyMaster, grantpt, posix_openpt, ptsname_r, unlockpt};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
 /// The controlling side of a pseudo-terminal, linked at `link` the way udev links
 /// `/dev/serial/by-id/...`. Dropping it hangs the line up and removes the link.
 struct Cable {
-    master: File,
+    master: PtyMaster,
     link: PathBuf,
 }
 
 impl Cable {
     fn plug(link: &Path) -> Cable {
-        let (mut master, mut slave) = (0, 0);
-        // SAFETY: openpty writes two file descriptors; the name/termios/winsize
-        // pointers may be null.
-        let rc = unsafe {
-            libc::openpty(
-                &mut master,
-                &mut slave,
-                std::ptr::null_mut(),
-                std::ptr::null(),
-                std::ptr::null(),
-            )
-        };
-        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-        // Not inherited by primd: a child holding the master would keep the line up.
-        // SAFETY: fcntl on a descriptor we own.
-        unsafe { libc::fcntl(master, libc::F_SETFD, libc::FD_CLOEXEC) };
-        let name = std::fs::read_link(format!("/proc/self/fd/{slave}")).unwrap();
-        // SAFETY: both descriptors were just returned by openpty and are owned here.
-        drop(unsafe { File::from_raw_fd(slave) }); // primd opens the slave by path
+        // Close-on-exec: a child holding the master would keep the line up.
+        let master =
+            posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC).expect("posix_openpt");
+        grantpt(&master).expect("grantpt");
+        unlockpt(&master).expect("unlockpt");
+        // primd opens the slave by its path.
+        let name = ptsname_r(&master).expect("ptsname_r");
         std::os::unix::fs::symlink(&name, link).unwrap();
         Cable {
-            master: unsafe { File::from_raw_fd(master) },
+            master,
             link: link.to_path_buf(),
         }
     }
@@ -113,7 +104,7 @@ fn serial_line_survives_a_hang_up_mid_utterance_and_reconnects() {
         .arg("--input")
         .arg(format!("serial:{}@9600", tty.display()))
         .args(["--endpoint-ms", "1500", "--emit-speculative"])
-        .env("RUST_LOG", "primd=info")
+        .env("RUST_LOG", "primd=info,primd::input::serial=debug")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -145,8 +136,9 @@ fn serial_line_survives_a_hang_up_mid_utterance_and_reconnects() {
     let cut = wait_for(&out, "\"final\"", &mut seen_out);
     assert_eq!(final_text(&cut), "turn off the kitchen lights");
 
-    // Plugged back in (a new pseudo-terminal under the same path): served again.
-    std::thread::sleep(Duration::from_millis(300));
+    // Plugged back in (a new pseudo-terminal under the same path) once primd has found
+    // the path gone at least once (its debug line per failed open): served again.
+    wait_for(&err, "DEBUG primd::input::serial", &mut seen_err);
     let mut cable = Cable::plug(&tty);
     wait_for(&err, "(reconnected)", &mut seen_err);
     cable.send(concat!(
@@ -156,8 +148,7 @@ fn serial_line_survives_a_hang_up_mid_utterance_and_reconnects() {
     let again = wait_for(&out, "\"final\"", &mut seen_out);
     assert_eq!(final_text(&again), "Play some jazz music.");
 
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("signalling primd");
     let status = child.wait().unwrap();
     assert!(
         status.success(),

@@ -1,21 +1,25 @@
-//! The parts of primd that read untrusted bytes, compiled from primd's own sources.
+//! primd's index reader for the `index_open` target, compiled from primd's own sources.
 //!
-//! The targets include `src/input`, `src/index` and `src/lexical` (with the one function
-//! of `src/stream` it uses) by path instead of depending on the `primd` crate: those
-//! modules need only serde, heapless, memmap2, crc32fast and fst, while
-//! the crate as a whole pulls in tract and tokenizers, whose instrumented build would
-//! cost more CPU than the fuzzing itself on a small shared machine. The code under test
-//! is the same files `cargo build` compiles.
+//! The dialect parsers are a crate of their own (`primd-input`), a plain dependency. The
+//! index reader is not: it lives in the `primd` crate, which pulls in tract and
+//! tokenizers, whose instrumented build would cost more CPU than the fuzzing itself on a
+//! small shared machine. So this crate includes `src/index`, `src/lexical`, `src/scan`
+//! and `src/hits.rs` by path (with the one function of `src/stream` the lexical analyzer
+//! uses): the same files `cargo build` compiles. CI builds this crate (`.ci/run`), so a
+//! change there that breaks it fails CI.
 #![allow(dead_code, unused_imports)]
-
-#[path = "../../src/input/mod.rs"]
-pub mod input;
 
 #[path = "../../src/index/mod.rs"]
 pub mod index;
 
 #[path = "../../src/lexical/mod.rs"]
 pub mod lexical;
+
+#[path = "../../src/scan/mod.rs"]
+pub mod scan;
+
+#[path = "../../src/hits.rs"]
+pub mod hits;
 
 #[path = "../../src/stream/normalize.rs"]
 #[doc(hidden)]
@@ -26,12 +30,8 @@ pub mod stream {
     pub use super::stream_normalize as normalize;
 }
 
-/// `search::Hit` / `Hits` as primd defines them (the real module needs the embedder).
+/// `search::{Hit, Hits}` as primd re-exports them (the real module needs the embedder).
 pub mod search {
-    #[derive(Clone, Copy, Debug, PartialEq)]
-    pub struct Hit {
-        pub index: u32,
-        pub score: f32,
-    }
-    pub type Hits = heapless::Vec<Hit, 1024>;
+    pub use crate::hits::{Hit, Hits};
+    pub(crate) use crate::hits::{key_score, score_key};
 }

@@ -18,7 +18,7 @@ struct Line<'a> {
 pub fn run(args: &EmbedArgs) -> anyhow::Result<()> {
     let opts = EmbedderOptions {
         precision: args.model.precision().unwrap_or_default(),
-        threads: args.model.embedder_threads as usize,
+        threads: args.model.threads(),
     };
     let started = std::time::Instant::now();
     let mut embedder = Embedder::load(&args.model.model, &opts)?;

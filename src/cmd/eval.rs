@@ -10,20 +10,13 @@ use primd::index::Index;
 use crate::cli::EvalArgs;
 
 pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
-    let flags = args.layer1.to_layer1();
+    let flags = args.layer1.to_layer1(&args.model);
     let mut cfg = config::load(args.config.as_deref(), flags)?;
     // The evaluation compares streaming with the baseline itself.
     cfg.stream.enabled = true;
     let index = Index::open(&args.index)?;
-    let asked: Vec<Retriever> = match &args.retriever {
-        Some(names) => names
-            .iter()
-            .map(|n| config::parse_retriever(n.trim()))
-            .collect::<Result<_, _>>()?,
-        None => vec![],
-    };
     let mut retrievers = Vec::new();
-    for r in asked {
+    for &r in args.retriever.iter().flatten() {
         let r = Retriever::resolve(Some(r), &index)?;
         if !retrievers.contains(&r) {
             retrievers.push(r);
@@ -46,7 +39,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
             s.truncate(n);
         }
     }
-    let embedder = super::embedder_for(&index, &args.model, cfg.precision, cfg.embedder_threads)?;
+    let embedder = super::embedder_for(&index, &args.model.model, &cfg)?;
     let eval_opts = EvalOptions {
         workers: args.workers as usize,
         sweep: args.sweep,

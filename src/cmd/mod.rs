@@ -10,6 +10,7 @@ mod search;
 use std::path::Path;
 
 use anyhow::bail;
+use primd::config::RunConfig;
 use primd::embed::{Embed, Embedder, EmbedderOptions, Precision, model_file, precision_of};
 use primd::index::Index;
 
@@ -37,12 +38,8 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
 /// model file in `dir` matches the index's fingerprint, so an index built with `--fp32`
 /// needs no flag (the default, int8, when none matches: the fingerprint check then says
 /// what is wrong). A precision asked for that contradicts the index is refused by name.
-pub fn embedder_for(
-    index: &Index,
-    dir: &Path,
-    asked: Option<Precision>,
-    threads: usize,
-) -> anyhow::Result<Embedder> {
+pub fn embedder_for(index: &Index, dir: &Path, cfg: &RunConfig) -> anyhow::Result<Embedder> {
+    let (asked, threads) = (cfg.precision, cfg.embedder_threads);
     let made_by = precision_of(dir, &index.meta().fingerprint);
     let precision = match (asked, made_by) {
         (Some(asked), Some(made_by)) if asked != made_by => bail!(

@@ -16,8 +16,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let flags = Layer1 {
         enabled: args.no_streaming.then_some(false),
         endpoint_ms: args.endpoint_ms,
-        retriever: args.retriever.clone(),
-        ..args.layer1.to_layer1()
+        retriever: args.retriever,
+        ..args.layer1.to_layer1(&args.model)
     };
     let mut cfg = config::load(args.config.as_deref(), flags)?;
     // Before the index is opened: SIGIO (a lease break) and SIGHUP would kill us.
@@ -35,7 +35,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         index.verify()?;
     }
     let retriever = cfg.resolve_retriever(&index)?;
-    let embedder = super::embedder_for(&index, &args.model, cfg.precision, cfg.embedder_threads)?;
+    let embedder = super::embedder_for(&index, &args.model.model, &cfg)?;
     if retriever.uses_lexical() {
         live.require_lexical(retriever.as_str());
     }
@@ -57,7 +57,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         if cfg.stream.enabled { "on" } else { "off" }
     );
     let dopts = DaemonOptions {
-        dialect: Some(args.dialect),
+        dialect: Some(args.dialect.0),
         emit_speculative: args.emit_speculative,
         pace: args.pace.unwrap_or(0.0),
     };

@@ -40,10 +40,10 @@ struct OutputLine<'a> {
 }
 
 pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
-    let flags = config::Layer1 {
-        retriever: args.retriever.clone(),
+    let flags = args.model.to_layer1().overridden_by(config::Layer1 {
+        retriever: args.retriever,
         ..args.fusion.to_layer1()
-    };
+    });
     let cfg = config::load(None, flags)?;
     let index = Index::open(&args.index)?;
     if args.verify {
@@ -60,12 +60,7 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
     log::info!("{retriever} retriever over {:?}", args.index);
     // The lexical retriever needs no model.
     let mut embedder = if retriever.uses_dense() {
-        Some(super::embedder_for(
-            &index,
-            &args.model.model,
-            args.model.precision(),
-            args.model.embedder_threads as usize,
-        )?)
+        Some(super::embedder_for(&index, &args.model.model, &cfg)?)
     } else {
         None
     };

@@ -14,7 +14,8 @@
 //! Why a custom node instead of tract's own int8 path: every standard ONNX int8 recipe
 //! (MatMulInteger, QLinearMatMul, QDQ) ends on tract 0.23.9 either on its
 //! byte-widening i32 kernel (25-300x slower than fp32) or as fake quantisation around
-//! f32 matmuls (`../shared/MODEL.md`). Registering the node with tract's ONNX parser
+//! f32 matmuls (the embedder measurements, "Embedder: int8 vs fp32 vs onnxruntime").
+//! Registering the node with tract's ONNX parser
 //! keeps the file small (int8 on disk, ~23 MB), needs no graph surgery after loading,
 //! and lets tract optimise the rest of the graph as usual: when the graph is typed the
 //! node's constant inputs are packed once into [`PackedWeights`] and the node becomes

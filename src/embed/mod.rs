@@ -52,7 +52,10 @@ pub type Embedding = [f32; DIM];
 /// a third of the memory, and retrieves the same (Spoken-SQuAD hit@10 0.843 both); see
 /// the README. An index remembers which model made it (its fingerprint), and the
 /// commands that read an index load that one unless told otherwise.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Parsed once, by clap (`--fp32` / `--int8` set it, see `primd::flags::ModelArgs`) or by
+/// serde (the `precision` config key): `"fp32"` / `"int8"`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
 pub enum Precision {
     Fp32,
     #[default]

@@ -114,7 +114,9 @@ impl Engine {
 }
 
 impl Embedder {
-    /// Loads `DIR/model.onnx` and `DIR/tokenizer.json` and checks that they belong together.
+    /// Loads the model file of `opts.precision` (`DIR/model.onnx` for fp32,
+    /// `DIR/model-int8.onnx` for int8: [`model_file`]) and `DIR/tokenizer.json`, checks
+    /// that they belong together (vocabulary size), and fingerprints both files.
     pub fn load(dir: &Path, opts: &EmbedderOptions) -> Result<Self, EmbedError> {
         if !dir.is_dir() {
             return Err(EmbedError::ModelDir { path: dir.into() });
@@ -285,8 +287,7 @@ impl Embed for Embedder {
     }
 }
 
-/// xxh3-128 of a file's bytes, streamed (the model is 86 MiB: never hold it twice).
-/// The model file of `dir` that runs at `precision`.
+/// The model file (in a model directory) that runs at `precision`.
 pub fn model_file(precision: Precision) -> &'static str {
     match precision {
         Precision::Fp32 => MODEL_FILE,
@@ -308,6 +309,7 @@ pub fn precision_of(dir: &Path, fingerprint: &Fingerprint) -> Option<Precision> 
         .find(|&p| file_hash(&dir.join(model_file(p))).is_ok_and(|h| h[..] == fingerprint[..16]))
 }
 
+/// xxh3-128 of a file's bytes, streamed (the model is 86 MiB: never hold it twice).
 fn file_hash(path: &Path) -> Result<[u8; 16], EmbedError> {
     use std::io::Read;
     let fail = |e: std::io::Error| EmbedError::Model {

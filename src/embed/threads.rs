@@ -168,7 +168,7 @@ unsafe impl Parallel for Pool {
         let parts = self.parts();
         *generation += 1;
         let g = *generation;
-        // SAFETY (lifetime erasure): the pointer is only called for parts claimed in
+        // SAFETY: lifetime erasure only; the pointer is only called for parts claimed in
         // generation `g`, and this function waits until all of them are done.
         let job: Job = unsafe { std::mem::transmute::<*const (dyn Fn(usize) + Sync + '_), Job>(f) };
         s.done.store(0, Ordering::Release);

@@ -1,7 +1,8 @@
 //! Evaluation inputs: queries, qrels, recorded recognizer streams, and which passages of
 //! an index each query counts as relevant.
 //!
-//! Formats (those of `../shared/data`): queries are JSON lines `{"id", "text"}`; qrels
+//! Formats (the files `primd eval --queries/--qrels/--streams` take, BEIR-style): queries
+//! are JSON lines `{"id", "text"}`; qrels
 //! are `query-id<TAB>corpus-id<TAB>score` with a header line (score > 0 = relevant);
 //! streams are JSON lines `{"id", "partials": [{"t", "text"}], "final", "audio_s"}`.
 //! A corpus id names a document; every chunk of it in the index is relevant. A bad line

@@ -1,17 +1,17 @@
 //! Work split over a few threads, with a progress bar on stderr.
 //!
 //! The evaluation embeds tens of thousands of texts; each worker owns its own
-//! embedder (a fork of the loaded model) and retriever, takes items by index from a
-//! shared counter, and the calling thread only draws the bar. The bar is plain text
+//! embedder (a fork of the loaded model) and retriever ([`crate::parallel::map`]), and
+//! the calling thread only draws the bar. The bar is plain text
 //! (`\r` redraws), shown only when stderr is a terminal and not `--quiet`: no
 //! dependency, nothing written into logs or pipes.
 
 use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
-/// Items a worker takes at once (small: items cost milliseconds each).
-const BATCH: usize = 8;
+const REDRAW: Duration = Duration::from_millis(200);
 
 /// A progress bar that may be hidden.
 pub struct Progress {
@@ -59,83 +59,57 @@ impl Progress {
     }
 }
 
-/// Runs `work(state, i, &items[i])` for every item on `workers` threads, each with a
-/// `state` made by `make_state` on that thread; returns the results in item order.
-/// The first error stops every worker and is returned.
+/// [`crate::parallel::map`] (`workers` threads, a `state` each, results in item order,
+/// the first error stops the run) with the progress bar drawn by the calling thread.
 pub fn run_parallel<T, S, R>(
     label: &str,
     items: &[T],
     workers: usize,
     progress: &Progress,
-    make_state: impl Fn() -> anyhow::Result<S> + Sync,
+    make_state: impl FnMut() -> anyhow::Result<S>,
     work: impl Fn(&mut S, usize, &T) -> anyhow::Result<R> + Sync,
 ) -> anyhow::Result<Vec<R>>
 where
     T: Sync,
+    S: Send,
     R: Send,
 {
-    let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
     let started = Instant::now();
-    let workers = workers.clamp(1, items.len().max(1));
-    let parts = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                scope.spawn(|| -> anyhow::Result<Vec<(usize, R)>> {
-                    let run = || -> anyhow::Result<Vec<(usize, R)>> {
-                        let mut state = make_state()?;
-                        let mut out = Vec::new();
-                        while !failed.load(Ordering::Relaxed) {
-                            let start = next.fetch_add(BATCH, Ordering::Relaxed);
-                            if start >= items.len() {
-                                break;
-                            }
-                            let end = (start + BATCH).min(items.len());
-                            for (i, item) in items.iter().enumerate().take(end).skip(start) {
-                                out.push((i, work(&mut state, i, item)?));
-                            }
-                            done.fetch_add(end - start, Ordering::Relaxed);
-                        }
-                        Ok(out)
-                    };
-                    let r = run();
-                    if r.is_err() {
-                        failed.store(true, Ordering::Relaxed);
-                    }
-                    r
-                })
-            })
-            .collect();
-        while !handles.iter().all(|h| h.is_finished()) {
+    let work = |state: &mut S, i: usize, item: &T| {
+        let r = work(state, i, item);
+        done.fetch_add(1, Ordering::Relaxed);
+        r
+    };
+    if !progress.shown {
+        return crate::parallel::map(items, workers, make_state, work);
+    }
+    std::thread::scope(|scope| {
+        // The bar redraws every 200 ms until the run is over (its sender dropped).
+        let (over, is_over) = std::sync::mpsc::channel::<()>();
+        let done = &done;
+        scope.spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = is_over.recv_timeout(REDRAW) {
+                progress.draw(
+                    label,
+                    done.load(Ordering::Relaxed),
+                    items.len(),
+                    started,
+                    false,
+                );
+            }
             progress.draw(
                 label,
                 done.load(Ordering::Relaxed),
                 items.len(),
                 started,
-                false,
+                true,
             );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        progress.draw(
-            label,
-            done.load(Ordering::Relaxed),
-            items.len(),
-            started,
-            true,
-        );
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| anyhow::anyhow!("an evaluation worker panicked"))?
-            })
-            .collect::<anyhow::Result<Vec<_>>>()
-    })?;
-    let mut all: Vec<(usize, R)> = parts.into_iter().flatten().collect();
-    all.sort_unstable_by_key(|(i, _)| *i);
-    debug_assert_eq!(all.len(), items.len());
-    Ok(all.into_iter().map(|(_, r)| r).collect())
+        });
+        let out = crate::parallel::map(items, workers, make_state, work);
+        drop(over);
+        out
+    })
 }
 
 #[cfg(test)]

@@ -24,6 +24,8 @@
 mod detach;
 mod error;
 mod format;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod live;
 mod read;
 mod write;
@@ -52,39 +54,8 @@ pub fn passage_embed_text(title: &str, text: &str) -> String {
 pub(crate) mod test_support {
     use super::{IndexMeta, PassageRecord};
 
-    /// xorshift64*: a tiny seeded generator, so the tests need no extra crate and are repeatable.
-    pub struct XorShift(u64);
-
-    impl XorShift {
-        pub fn new(seed: u64) -> Self {
-            XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-        }
-
-        pub fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            self.0 = x;
-            x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-
-        /// Uniform-ish in `0..n` (`n > 0`).
-        pub fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-
-        /// Uniform in `(0, 1)`.
-        pub fn unit(&mut self) -> f64 {
-            ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-        }
-
-        /// Standard normal (Box–Muller).
-        pub fn gauss(&mut self) -> f32 {
-            let (u, v) = (self.unit(), self.unit());
-            ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
-        }
-    }
+    /// The test generator, under the name these tests know it by.
+    pub use crate::testing::Rng as XorShift;
 
     /// A random unit vector (uniform on the sphere).
     pub fn unit_vector(rng: &mut XorShift, dim: usize) -> Vec<f32> {

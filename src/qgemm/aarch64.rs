@@ -28,10 +28,14 @@ unsafe fn tile_sdot<const R: usize>(a: &[i8], kp: usize, panel: &[i8]) -> [[i32;
     let mut acc = [[vdupq_n_s32(0); 4]; R];
     let (a, w) = (a.as_ptr(), panel.as_ptr());
     for g in 0..kp / 4 {
-        // SAFETY (all pointer reads below): g < kp / 4, r < R, within the sizes above.
-        let wv: [int8x16_t; 4] =
-            std::array::from_fn(|j| unsafe { vld1q_s8(w.add(g * 64 + 16 * j)) });
+        let load = |j: usize| {
+            // SAFETY: g < kp / 4 and j < 4: the 16 bytes at g · 64 + 16j lie in the panel
+            // (kp · NR bytes).
+            unsafe { vld1q_s8(w.add(g * 64 + 16 * j)) }
+        };
+        let wv: [int8x16_t; 4] = std::array::from_fn(load);
         for (r, acc_r) in acc.iter_mut().enumerate() {
+            // SAFETY: r < R and 4g + 4 ≤ kp: within row r of `a` (R · kp bytes).
             let x = unsafe { a.add(r * kp + 4 * g).cast::<i32>().read_unaligned() };
             let x = vreinterpretq_s8_s32(vdupq_n_s32(x));
             for (acc_c, wj) in acc_r.iter_mut().zip(wv) {
@@ -70,10 +74,14 @@ unsafe fn tile_neon<const R: usize>(a: &[i8], kp: usize, panel: &[i8]) -> [[i32;
     let mut hi = [[vdupq_n_s32(0); 4]; R];
     let (a, w) = (a.as_ptr(), panel.as_ptr());
     for g in 0..kp / 4 {
-        // SAFETY (all pointer reads below): g < kp / 4, r < R, within the sizes above.
-        let wv: [int8x16_t; 4] =
-            std::array::from_fn(|j| unsafe { vld1q_s8(w.add(g * 64 + 16 * j)) });
+        let load = |j: usize| {
+            // SAFETY: g < kp / 4 and j < 4: the 16 bytes at g · 64 + 16j lie in the panel
+            // (kp · NR bytes).
+            unsafe { vld1q_s8(w.add(g * 64 + 16 * j)) }
+        };
+        let wv: [int8x16_t; 4] = std::array::from_fn(load);
         for r in 0..R {
+            // SAFETY: r < R and 4g + 4 ≤ kp: within row r of `a` (R · kp bytes).
             let x = unsafe { a.add(r * kp + 4 * g).cast::<i32>().read_unaligned() };
             let x = vreinterpretq_s8_s32(vdupq_n_s32(x));
             for j in 0..4 {

@@ -1,9 +1,9 @@
 //! int8 linear layers (`y = x·Wᵀ + b`) for the encoder's weight matmuls.
 //!
 //! Why our own: tract 0.23.9 lowers every ONNX int8 recipe onto an i32 kernel that
-//! widens bytes one by one (measured 25-300x slower than its fp32 path, see
-//! `../shared/MODEL.md`), so the int8 model calls these kernels instead, through the
-//! tract op in `embed::int8`.
+//! widens bytes one by one (measured 25-300x slower than its fp32 path: the embedder
+//! measurements, "Embedder: int8 vs fp32 vs onnxruntime"), so the int8 model calls
+//! these kernels instead, through the tract op in `embed::int8`.
 //!
 //! Arithmetic (what the quality figures were measured with):
 //! - weights: int8, symmetric, one scale per output channel, in `[-127, 127]`
@@ -13,6 +13,11 @@
 //!   `x ≈ s · (q − z)` with `s = range / 254`, an integer zero point `z` and every `q` in
 //!   `[-127, 127]`. Asymmetric because GELU outputs (the FFN-out input) are almost all
 //!   positive: a symmetric scale would waste half the levels there;
+//! - non-finite activations (a broken upstream op; the encoder never makes them from
+//!   text) never make a non-finite output and never panic: a NaN is skipped by the row's
+//!   range and quantizes to 127, i.e. counts as the row's top level `max(x, 0)`; a `±inf`
+//!   makes the range infinite, so the row gets scale 0 and its output is the bias alone
+//!   (test `non_finite_activations_follow_the_documented_rule`);
 //! - exact i32 accumulation (exact for any `K` up to 66 000), then
 //!   `y = ((Σ q·w − z · Σ w) as f32) · (s · s_w) + b`, with the same float operations in
 //!   the same order in every kernel, so all kernels give bit-identical results.
@@ -162,6 +167,20 @@ const SCALAR: Kernels = Kernels {
     gemm: scalar::gemm,
 };
 
+/// Every kernel set of this architecture, whether or not this CPU can run it (for the
+/// CI check that the best ones were tested: `testing::require_kernels`).
+#[cfg(all(test, target_arch = "x86_64"))]
+pub(crate) const KERNEL_SETS: &[&str] = &[
+    "scalar",
+    "x86_64-avx2",
+    "x86_64-avxvnni",
+    "x86_64-avx512vnni",
+];
+#[cfg(all(test, target_arch = "aarch64"))]
+pub(crate) const KERNEL_SETS: &[&str] = &["scalar", "aarch64-neon", "aarch64-neon-dotprod"];
+#[cfg(all(test, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
+pub(crate) const KERNEL_SETS: &[&str] = &["scalar"];
+
 /// Every kernel set this CPU can run, best last. Only sets whose target features were
 /// detected here are returned: that is what makes calling their functions sound.
 fn supported() -> Vec<Kernels> {
@@ -307,6 +326,7 @@ struct Out<'a> {
 // disjoint column ranges (their own panels) of the borrowed slice and finish before the
 // call returns (the `Parallel` contract).
 unsafe impl Send for Out<'_> {}
+// SAFETY: as for `Send`: shared by the parts of one call, which write disjoint columns.
 unsafe impl Sync for Out<'_> {}
 
 impl<'a> Out<'a> {
@@ -461,7 +481,8 @@ fn quantize_rows_generic<const U8: bool>(
         *z = zp as i32;
         for (qv, xv) in qrow.iter_mut().zip(row) {
             // ≥ -127 because rounding is monotonic; `min` catches a rounding overshoot
-            // at the top (and maps NaN to 127).
+            // at the top, and, returning its non-NaN operand, turns a NaN activation (or
+            // the NaN of `±inf · 0` in a zero-scale row) into 127: see the module doc.
             let v = ((xv * inv).round_ties_even() + zp).min(127.0);
             // `v` is an integer in [-127, 127]: adding 1.5 · 2²³ puts it, two's
             // complement, in the low bits of the mantissa. Exact, and unlike `as i8`

@@ -1,6 +1,8 @@
 //! Portable reference kernels: the ground truth every SIMD kernel is tested against, and
-//! what runs on other architectures or under `PRIMD_FORCE_SCALAR=1`. No `unsafe` inside;
-//! integer sums wrap, so they are exact whenever the true sums fit in an i32.
+//! what runs on other architectures or under `PRIMD_FORCE_SCALAR=1`. The functions are
+//! `unsafe fn` only to share the dispatch table's type with the SIMD kernels; their bodies
+//! hold no `unsafe` block (checked slice indexing only). Integer sums wrap, so they are
+//! exact whenever the true sums fit in an i32.
 
 use std::ops::Range;
 

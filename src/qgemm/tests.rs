@@ -1,24 +1,6 @@
 use super::*;
 
-/// xorshift64: tiny, seeded, good enough to vary test inputs.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn i8s(&mut self, n: usize) -> Vec<i8> {
-        (0..n).map(|_| self.next() as i8).collect()
-    }
-    fn f32s(&mut self, n: usize, amp: f32) -> Vec<f32> {
-        (0..n)
-            .map(|_| ((self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 2.0 * amp)
-            .collect()
-    }
-}
+use crate::testing::Rng;
 
 /// The definition, written independently of the packing and the tiles: quantize each row,
 /// exact i64 dot products with the clamped weights, then the documented float formula.
@@ -53,20 +35,43 @@ fn reference(x: &[f32], m: usize, k: usize, w: &[i8], n: usize, ws: &[f32], b: &
     out
 }
 
-#[test]
-fn the_chosen_kernel_is_a_supported_one() {
-    let names: Vec<_> = supported().iter().map(|k| k.name).collect();
-    eprintln!(
-        "supported qgemm kernels: {names:?}, chosen: {}",
-        kernel_name()
+/// `m` rows of `x` through the layer with kernel set `set`, bias epilogue, one thread.
+fn bias_layer(
+    set: &Kernels,
+    x: &[f32],
+    m: usize,
+    packed: &PackedWeights,
+    scratch: &mut Scratch,
+) -> Vec<f32> {
+    // NaN-filled: a column a kernel forgets to write shows.
+    let mut out = vec![f32::NAN; m * packed.n];
+    linear_with(
+        set,
+        x,
+        m,
+        packed,
+        Epilogue::Bias,
+        &Serial,
+        scratch,
+        &mut out,
     );
+    out
+}
+
+/// The tests below run every set `supported()` returns: this one says which, and fails
+/// on CI when the CPU's best sets are not among them (`testing::require_kernels`).
+#[test]
+fn the_chosen_kernel_is_a_supported_one_and_ci_tests_the_best() {
+    let names: Vec<_> = supported().iter().map(|k| k.name).collect();
+    eprintln!("qgemm kernel chosen: {}", kernel_name());
     assert!(names.contains(&kernel_name()));
     assert_eq!(names[0], "scalar");
+    crate::testing::require_kernels("qgemm", KERNEL_SETS, &names);
 }
 
 #[test]
 fn every_kernel_equals_the_reference_bit_for_bit() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     let mut scratch = Scratch::default();
     for (m, k, n) in [
         (1, 4, 16),
@@ -98,17 +103,7 @@ fn every_kernel_equals_the_reference_bit_for_bit() {
         let want = reference(&x, m, k, &w, n, &ws, &b);
         let packed = PackedWeights::new(&w, n, k, &ws, &b);
         for set in supported() {
-            let mut out = vec![f32::NAN; m * n];
-            linear_with(
-                &set,
-                &x,
-                m,
-                &packed,
-                Epilogue::Bias,
-                &Serial,
-                &mut scratch,
-                &mut out,
-            );
+            let out = bias_layer(&set, &x, m, &packed, &mut scratch);
             assert_eq!(out, want, "{} m {m} k {k} n {n}", set.name);
         }
     }
@@ -130,18 +125,47 @@ fn extreme_values_do_not_saturate_any_kernel() {
         let want = reference(&x, m, k, &w, n, &ws, &b);
         let packed = PackedWeights::new(&w, n, k, &ws, &b);
         for set in supported() {
-            let mut out = vec![0.0; m * n];
-            linear_with(
-                &set,
-                &x,
-                m,
-                &packed,
-                Epilogue::Bias,
-                &Serial,
-                &mut scratch,
-                &mut out,
-            );
+            let out = bias_layer(&set, &x, m, &packed, &mut scratch);
             assert_eq!(out, want, "{} w {wv} x {xv}", set.name);
+        }
+    }
+}
+
+/// The module doc's rule for non-finite activations, in every kernel: a NaN counts as
+/// the row's top level `max(x, 0)`; `±inf` (or a row of NaNs) gives the bias alone.
+#[test]
+fn non_finite_activations_follow_the_documented_rule() {
+    let (k, n) = (37, 20);
+    let mut rng = Rng::new(0x0bad_f10a7);
+    let w = rng.i8s(n * k);
+    let ws: Vec<f32> = rng.f32s(n, 0.01).iter().map(|v| v.abs()).collect();
+    let b = rng.f32s(n, 1.0);
+    let packed = PackedWeights::new(&w, n, k, &ws, &b);
+    let row = rng.f32s(k, 2.0);
+    let top = row.iter().fold(0.0f32, |a, &v| a.max(v));
+    let with = |i: usize, v: f32| {
+        let mut r = row.clone();
+        r[i] = v;
+        r
+    };
+    // Rows: NaN inside; the same row with the row's top level there; +inf; -inf; all NaN.
+    let x: Vec<f32> = [
+        with(5, f32::NAN),
+        with(5, top),
+        with(11, f32::INFINITY),
+        with(0, f32::NEG_INFINITY),
+        vec![f32::NAN; k],
+    ]
+    .concat();
+    let mut scratch = Scratch::default();
+    for set in supported() {
+        let out = bias_layer(&set, &x, 5, &packed, &mut scratch);
+        let rows: Vec<&[f32]> = out.chunks(n).collect();
+        assert!(out.iter().all(|v| v.is_finite()), "{}: {out:?}", set.name);
+        assert_eq!(rows[0], rows[1], "{}: NaN = the row's top level", set.name);
+        assert_ne!(rows[0], &b[..], "{}: a NaN does not void its row", set.name);
+        for (r, row) in rows.iter().enumerate().skip(2) {
+            assert_eq!(*row, &b[..], "{}: row {r} is the bias alone", set.name);
         }
     }
 }
@@ -150,7 +174,7 @@ fn extreme_values_do_not_saturate_any_kernel() {
 fn int8_linear_is_close_to_the_float_product() {
     // What a user of the model notices: the quantized layer approximates the fp32 one.
     let (m, k, n) = (10, 384, 64);
-    let mut rng = Rng(17);
+    let mut rng = Rng::new(17);
     let wf = rng.f32s(n * k, 0.1);
     let x = rng.f32s(m * k, 2.0);
     let b = rng.f32s(n, 0.5);
@@ -212,7 +236,7 @@ unsafe impl Parallel for Scoped {
 
 #[test]
 fn fused_epilogues_and_thread_splits_equal_the_unfused_layer_bit_for_bit() {
-    let mut rng = Rng(0x5eed);
+    let mut rng = Rng::new(0x5eed);
     let mut scratch = Scratch::default();
     for (m, k, n) in [
         (1, 4, 16),
@@ -254,7 +278,7 @@ fn fused_epilogues_and_thread_splits_equal_the_unfused_layer_bit_for_bit() {
 #[test]
 fn stacked_weights_equal_separate_linears() {
     // The encoder's one QKV GEMM is three linears' rows stacked: same result per column.
-    let mut rng = Rng(3);
+    let mut rng = Rng::new(3);
     let (m, k, n) = (7, 384, 384);
     let x = rng.f32s(m * k, 2.0);
     let mut scratch = Scratch::default();

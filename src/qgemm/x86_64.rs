@@ -61,7 +61,7 @@ unsafe fn tile_vnni<const R: usize>(a: &[i8], kp: usize, panel: &[i8]) -> [[i32;
     let mut acc = [[_mm256_setzero_si256(); 2]; R];
     let (a, w) = (a.as_ptr(), panel.as_ptr());
     for g in 0..kp / 4 {
-        // SAFETY (all pointer reads below): g < kp / 4, r < R, within the sizes above.
+        // SAFETY: g < kp / 4, so both 32-byte loads lie in the panel (kp · NR bytes).
         let (w0, w1) = unsafe {
             (
                 _mm256_loadu_si256(w.add(g * 4 * NR).cast()),
@@ -69,6 +69,7 @@ unsafe fn tile_vnni<const R: usize>(a: &[i8], kp: usize, panel: &[i8]) -> [[i32;
             )
         };
         for (r, acc_r) in acc.iter_mut().enumerate() {
+            // SAFETY: r < R and 4g + 4 ≤ kp (4g + 8 for a pair): within row r of `a` (R · kp bytes).
             let x = unsafe { a.add(r * kp + 4 * g).cast::<i32>().read_unaligned() };
             let x = _mm256_set1_epi32(x);
             acc_r[0] = _mm256_dpbusd_avx_epi32(acc_r[0], x, w0);
@@ -88,7 +89,7 @@ unsafe fn tile_avx2<const R: usize>(a: &[i8], kp: usize, panel: &[i8]) -> [[i32;
     let ones = _mm256_set1_epi16(1);
     let (a, w) = (a.as_ptr(), panel.as_ptr());
     for g in 0..kp / 4 {
-        // SAFETY (all pointer reads below): g < kp / 4, r < R, within the sizes above.
+        // SAFETY: g < kp / 4, so both 32-byte loads lie in the panel (kp · NR bytes).
         let (w0, w1) = unsafe {
             (
                 _mm256_loadu_si256(w.add(g * 4 * NR).cast()),
@@ -96,6 +97,7 @@ unsafe fn tile_avx2<const R: usize>(a: &[i8], kp: usize, panel: &[i8]) -> [[i32;
             )
         };
         for (r, acc_r) in acc.iter_mut().enumerate() {
+            // SAFETY: r < R and 4g + 4 ≤ kp (4g + 8 for a pair): within row r of `a` (R · kp bytes).
             let x = unsafe { a.add(r * kp + 4 * g).cast::<i32>().read_unaligned() };
             let x = _mm256_set1_epi32(x);
             let ax = _mm256_abs_epi8(x);
@@ -167,7 +169,7 @@ unsafe fn tile_avx512<const R: usize>(a: &[i8], kp: usize, panel: &[i8]) -> [[i3
     let groups = kp / 4;
     let mut g = 0;
     while g + 2 <= groups {
-        // SAFETY (all pointer reads below): g + 1 < kp / 4, r < R, within the sizes above.
+        // SAFETY: g + 1 < kp / 4, so both 64-byte loads lie in the panel (kp · NR bytes).
         let (w0, w1) = unsafe {
             (
                 _mm512_loadu_si512(w.add(g * 4 * NR).cast()),
@@ -175,6 +177,7 @@ unsafe fn tile_avx512<const R: usize>(a: &[i8], kp: usize, panel: &[i8]) -> [[i3
             )
         };
         for r in 0..R {
+            // SAFETY: r < R and 4g + 4 ≤ kp (4g + 8 for a pair): within row r of `a` (R · kp bytes).
             let (x0, x1) = unsafe {
                 (
                     a.add(r * kp + 4 * g).cast::<i32>().read_unaligned(),
@@ -190,6 +193,7 @@ unsafe fn tile_avx512<const R: usize>(a: &[i8], kp: usize, panel: &[i8]) -> [[i3
         // SAFETY: g < kp / 4, as above.
         let w0 = unsafe { _mm512_loadu_si512(w.add(g * 4 * NR).cast()) };
         for r in 0..R {
+            // SAFETY: r < R and 4g + 4 ≤ kp (4g + 8 for a pair): within row r of `a` (R · kp bytes).
             let x0 = unsafe { a.add(r * kp + 4 * g).cast::<i32>().read_unaligned() };
             even[r] = _mm512_dpbusd_epi32(even[r], _mm512_set1_epi32(x0), w0);
         }

@@ -160,6 +160,15 @@ const SCALAR: Kernels = Kernels {
     dot_i8: scalar::dot_i8,
 };
 
+/// Every kernel set of this architecture, whether or not this CPU can run it (for the
+/// CI check that the best ones were tested: `testing::require_kernels`).
+#[cfg(all(test, target_arch = "x86_64"))]
+pub(crate) const KERNEL_SETS: &[&str] = &["scalar", "x86_64-popcnt", "x86_64-avx2"];
+#[cfg(all(test, target_arch = "aarch64"))]
+pub(crate) const KERNEL_SETS: &[&str] = &["scalar", "aarch64-neon", "aarch64-neon-dotprod"];
+#[cfg(all(test, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
+pub(crate) const KERNEL_SETS: &[&str] = &["scalar"];
+
 /// Every kernel set this CPU can run, best last. Only sets whose target features were
 /// detected here are returned: that is what makes calling their functions sound.
 fn supported() -> heapless::Vec<Kernels, 4> {
@@ -256,22 +265,7 @@ pub fn kernel_name() -> &'static str {
 mod tests {
     use super::*;
 
-    /// xorshift64: tiny, seeded, good enough to vary test inputs.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn bytes(&mut self, n: usize, alphabet: &[u8]) -> Vec<u8> {
-            (0..n)
-                .map(|_| alphabet[(self.next() % alphabet.len() as u64) as usize])
-                .collect()
-        }
-    }
+    use crate::testing::Rng;
 
     const ANY: &[u8] = &{
         let mut all = [0u8; 256];
@@ -314,17 +308,20 @@ mod tests {
         v.iter().map(|&x| x as i8).collect()
     }
 
+    /// The tests below run every set `supported()` returns: this one says which, and
+    /// fails on CI when the CPU's best sets are not among them.
     #[test]
-    fn the_chosen_kernel_is_a_supported_one() {
+    fn the_chosen_kernel_is_a_supported_one_and_ci_tests_the_best() {
         let names: Vec<_> = supported().iter().map(|k| k.name).collect();
-        eprintln!("supported kernels: {names:?}, chosen: {}", kernel_name());
+        eprintln!("scan kernel chosen: {}", kernel_name());
         assert!(names.contains(&kernel_name()));
         assert_eq!(names[0], "scalar");
+        crate::testing::require_kernels("scan", KERNEL_SETS, &names);
     }
 
     #[test]
     fn every_kernel_equals_the_reference_on_all_lengths() {
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
         for set in supported() {
             for len in 0..=200 {
                 let mut cases = Vec::new();
@@ -358,7 +355,7 @@ mod tests {
 
     #[test]
     fn every_kernel_top_k_equals_a_sort_including_ties() {
-        let mut rng = Rng(42);
+        let mut rng = Rng::new(42);
         let tiny: &[u8] = &[0x00, 0x01, 0xff];
         let shapes = [
             (48usize, 3000usize, ANY),
@@ -395,7 +392,7 @@ mod tests {
 
     #[test]
     fn public_entry_points_match_the_reference() {
-        let mut rng = Rng(7);
+        let mut rng = Rng::new(7);
         let codes = rng.bytes(48 * 500, &[0, 3, 0xf0]);
         let query = rng.bytes(48, &[0, 3, 0xf0]);
         let mut top = TopK::new();

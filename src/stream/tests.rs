@@ -637,17 +637,21 @@ mod alloc_count {
     unsafe impl GlobalAlloc for Counting {
         unsafe fn alloc(&self, l: Layout) -> *mut u8 {
             bump();
+            // SAFETY: the caller upholds `GlobalAlloc`'s contract, which is `System`'s.
             unsafe { System.alloc(l) }
         }
         unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
             bump();
+            // SAFETY: the caller upholds `GlobalAlloc`'s contract, which is `System`'s.
             unsafe { System.alloc_zeroed(l) }
         }
         unsafe fn realloc(&self, p: *mut u8, l: Layout, size: usize) -> *mut u8 {
             bump();
+            // SAFETY: the caller upholds `GlobalAlloc`'s contract, which is `System`'s.
             unsafe { System.realloc(p, l, size) }
         }
         unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            // SAFETY: the caller upholds `GlobalAlloc`'s contract, which is `System`'s.
             unsafe { System.dealloc(p, l) }
         }
     }

@@ -4,21 +4,7 @@
 use super::*;
 use crate::embed::{Embed, Embedder, EmbedderOptions, Precision, cosine};
 
-/// xorshift64, seeded.
-struct Rng(u64);
-
-impl Rng {
-    fn f32s(&mut self, n: usize, amp: f32) -> Vec<f32> {
-        (0..n)
-            .map(|_| {
-                self.0 ^= self.0 << 13;
-                self.0 ^= self.0 >> 7;
-                self.0 ^= self.0 << 17;
-                ((self.0 >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 2.0 * amp
-            })
-            .collect()
-    }
-}
+use crate::testing::Rng;
 
 /// Attention as the ONNX graph spells it: split q, k, v into heads, a full score matrix
 /// per head, softmax in f64, product with v, heads concatenated back.
@@ -51,7 +37,7 @@ fn attention_reference(qkv: &[f32], n: usize) -> Vec<f32> {
 
 #[test]
 fn fused_attention_equals_the_per_head_reference() {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     for n in [1usize, 2, 5, 20, 33] {
         let qkv = rng.f32s(n * 3 * DIM, 4.0);
         let mut scores = vec![0.0; n];
@@ -69,7 +55,7 @@ fn fused_attention_equals_the_per_head_reference() {
 
 #[test]
 fn layer_norm_equals_the_f64_formula() {
-    let mut rng = Rng(11);
+    let mut rng = Rng::new(11);
     let norm = Norm {
         gamma: rng.f32s(DIM, 2.0),
         beta: rng.f32s(DIM, 1.0),

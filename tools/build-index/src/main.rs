@@ -2,7 +2,7 @@
 //!
 //! Input is JSONL (`{"id", "title", "text"}` per line) or a folder of `.txt` / `.md`
 //! files. Long documents are split into overlapping word windows, each chunk keeping its
-//! parent id. Embeds on all cores (one model loaded, one forked run state per thread),
+//! parent id. Embeds on all cores (one model loaded, one forked run state per thread, `primd::parallel`),
 //! then writes the index to a temporary file, fsyncs and renames it, so a crash never
 //! leaves half an index under the final name. The same input and options always give a
 //! byte-identical index.
@@ -15,13 +15,13 @@ mod corpus;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use primd::embed::{DIM, Embed, Embedder, EmbedderOptions, Embedding, Precision};
+use primd::flags::ModelArgs;
 use primd::index::{
     Index, IndexMeta, PassageRecord, WriteOptions, passage_embed_text, write_index_with,
 };
@@ -31,9 +31,8 @@ use primd::lexical::{AnalyzerSpec, Bm25, DEFAULT_ANALYZER, check_params};
 #[derive(Parser, Debug)]
 #[command(name = "build-index", version)]
 struct Args {
-    /// Model directory (model-int8.onnx, model.onnx, tokenizer.json: made by models/fetch)
-    #[arg(long, value_name = "DIR", default_value = "models")]
-    model: PathBuf,
+    #[command(flatten)]
+    model: ModelArgs,
     /// JSONL file ({"id", "title", "text"} per line) or a folder of .txt/.md files
     #[arg(long, value_name = "PATH")]
     input: PathBuf,
@@ -47,15 +46,10 @@ struct Args {
     /// Words shared by consecutive windows
     #[arg(long, value_name = "N", default_value_t = corpus::DEFAULT_OVERLAP)]
     overlap: u32,
-    /// Embedding threads (default: all cores)
+    /// Passages embedded in parallel, each worker with its own fork of the model
+    /// (default: all cores)
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
-    /// fp32 weights (model.onnx); primd then loads model.onnx for this index
-    #[arg(long, conflicts_with = "int8")]
-    fp32: bool,
-    /// int8 weight matmuls (model-int8.onnx, primd's int8 kernels): the default
-    #[arg(long)]
-    int8: bool,
     /// Leave out the lexical (BM25) section: a dense-only index
     #[arg(long)]
     no_lexical: bool,
@@ -107,16 +101,13 @@ fn run(args: Args) -> anyhow::Result<()> {
     if passages.is_empty() {
         bail!("{:?} holds no documents: nothing to index", args.input);
     }
-    let precision = if args.fp32 {
-        Precision::Fp32
-    } else {
-        Precision::Int8
-    };
+    // An index is built with int8 unless told otherwise; primd then loads the same.
+    let precision = args.model.precision().unwrap_or(Precision::Int8);
     let embedder = Embedder::load(
-        &args.model,
+        &args.model.model,
         &EmbedderOptions {
             precision,
-            threads: 1,
+            threads: args.model.threads(),
         },
     )?;
     let threads = args
@@ -171,9 +162,9 @@ fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Embeds every passage on `threads` threads, each with its own fork of the model.
-/// Passages are handed out by an atomic counter; every vector lands in its passage's
-/// slot, so the result does not depend on scheduling.
+/// Embeds every passage on `threads` threads, each with its own fork of the model
+/// ([`primd::parallel::map`]): every vector lands in its passage's slot, so the result
+/// does not depend on scheduling, and the first failure stops the others.
 fn embed_all(
     embedder: &Embedder,
     passages: &[PassageRecord],
@@ -192,43 +183,18 @@ fn embed_all(
         .expect("valid template")
         .progress_chars("=> "),
     );
-    let forks = (0..threads)
-        .map(|_| embedder.fork())
-        .collect::<Result<Vec<_>, _>>()?;
-    let (next, bar) = (&AtomicUsize::new(0), &bar);
-    let results: Vec<anyhow::Result<Vec<(usize, Embedding)>>> = std::thread::scope(|s| {
-        let workers: Vec<_> = forks
-            .into_iter()
-            .map(|mut e| {
-                s.spawn(move || -> anyhow::Result<Vec<(usize, Embedding)>> {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(p) = passages.get(i) else {
-                            return Ok(done);
-                        };
-                        let mut v = [0.0; DIM];
-                        e.embed_into(&passage_embed_text(&p.title, &p.text), &mut v)
-                            .with_context(|| {
-                                format!("embedding passage {:?} chunk {}", p.id, p.chunk)
-                            })?;
-                        done.push((i, v));
-                        bar.inc(1);
-                    }
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .map(|w| w.join().expect("embedding thread panicked"))
-            .collect()
-    });
+    let vectors = primd::parallel::map(
+        passages,
+        threads,
+        || Ok(embedder.fork()?),
+        |e, _, p| {
+            let mut v = [0.0; DIM];
+            e.embed_into(&passage_embed_text(&p.title, &p.text), &mut v)
+                .with_context(|| format!("embedding passage {:?} chunk {}", p.id, p.chunk))?;
+            bar.inc(1);
+            Ok(v)
+        },
+    );
     bar.finish_and_clear();
-    let mut vectors = vec![[0.0; DIM]; passages.len()];
-    for part in results {
-        for (i, v) in part? {
-            vectors[i] = v;
-        }
-    }
-    Ok(vectors)
+    vectors
 }

@@ -6,7 +6,7 @@
 //!
 //! Lines are gathered until the object's braces balance (strings and escapes are
 //! respected), in a buffer bounded like a line: an object over
-//! [`MAX_LINE_BYTES`](crate::input::MAX_LINE_BYTES) is dropped, reported, and reading
+//! [`MAX_LINE_BYTES`](crate::MAX_LINE_BYTES) is dropped, reported, and reading
 //! resynchronises at the next line that starts an object.
 
 use std::borrow::Cow;
@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use super::json::{First, object};
 use super::{Ctx, Emit, ParseError, Utterance};
-use crate::input::MAX_LINE_BYTES;
+use crate::MAX_LINE_BYTES;
 
 #[derive(Deserialize)]
 struct Result_<'a> {
@@ -160,7 +160,7 @@ impl Vosk {
 mod tests {
     use super::super::testutil::{finals, fixture, run};
     use super::super::{DialectKind, EventKind};
-    use crate::input::MAX_LINE_BYTES;
+    use crate::MAX_LINE_BYTES;
 
     #[test]
     fn pretty_printed_objects_and_empty_partials() {

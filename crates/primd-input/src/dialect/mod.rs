@@ -42,27 +42,34 @@ use super::{Event, EventKind, Text, to_text};
 
 pub use auto::detect;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// An input format. Its command-line / config name is [`DialectKind::name`]; what it
+/// reads is [`DialectKind::help`] (the `--dialect` help text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DialectKind {
-    /// Detect from the first non-empty line
     Auto,
-    /// One whole hypothesis per line; an empty line ends the utterance
     Plain,
-    /// `{"partial": ...}` / `{"final": ...}` objects, optional `"t"`
     Jsonl,
-    /// whisper.cpp `stream` (terminal redraws, or `--step 0` VAD blocks)
     WhisperCpp,
-    /// ufal whisper_streaming: `[emit_ms] beg_ms end_ms text` committed increments
     WhisperStreaming,
-    /// collabora WhisperLive JSON segment lists
     Whisperlive,
-    /// Vosk result objects (pretty-printed JSON accepted)
     Vosk,
-    /// Deepgram live "Results" messages
     Deepgram,
 }
 
 impl DialectKind {
+    /// Every dialect, `auto` first (the order of the `--dialect` help).
+    pub const ALL: [DialectKind; 8] = [
+        DialectKind::Auto,
+        DialectKind::Plain,
+        DialectKind::Jsonl,
+        DialectKind::WhisperCpp,
+        DialectKind::WhisperStreaming,
+        DialectKind::Whisperlive,
+        DialectKind::Vosk,
+        DialectKind::Deepgram,
+    ];
+
+    /// The name on the command line and in logs.
     pub fn name(self) -> &'static str {
         match self {
             DialectKind::Auto => "auto",
@@ -74,6 +81,41 @@ impl DialectKind {
             DialectKind::Vosk => "vosk",
             DialectKind::Deepgram => "deepgram",
         }
+    }
+
+    /// What the dialect reads, one line.
+    pub fn help(self) -> &'static str {
+        match self {
+            DialectKind::Auto => "Detect from the first non-empty line",
+            DialectKind::Plain => "One whole hypothesis per line; an empty line ends the utterance",
+            DialectKind::Jsonl => {
+                "`{\"partial\": ...}` / `{\"final\": ...}` objects, optional `\"t\"`"
+            }
+            DialectKind::WhisperCpp => {
+                "whisper.cpp `stream` (terminal redraws, or `--step 0` VAD blocks)"
+            }
+            DialectKind::WhisperStreaming => {
+                "ufal whisper_streaming: `[emit_ms] beg_ms end_ms text` committed increments"
+            }
+            DialectKind::Whisperlive => "collabora WhisperLive JSON segment lists",
+            DialectKind::Vosk => "Vosk result objects (pretty-printed JSON accepted)",
+            DialectKind::Deepgram => "Deepgram live \"Results\" messages",
+        }
+    }
+}
+
+impl std::str::FromStr for DialectKind {
+    type Err = String;
+
+    /// A [`DialectKind::name`].
+    fn from_str(s: &str) -> Result<Self, String> {
+        DialectKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = DialectKind::ALL.iter().map(|k| k.name()).collect();
+                format!("unknown dialect {s:?} (one of: {})", names.join(", "))
+            })
     }
 }
 
@@ -327,11 +369,23 @@ mod tests {
     use super::testutil::run;
     use super::*;
 
+    #[test]
+    fn every_dialect_name_parses_back_and_others_are_refused() {
+        for kind in DialectKind::ALL {
+            assert_eq!(kind.name().parse::<DialectKind>(), Ok(kind));
+        }
+        let e = "whisper_cpp".parse::<DialectKind>().unwrap_err();
+        assert!(
+            e.contains("whisper_cpp") && e.contains("whisper-cpp"),
+            "{e}"
+        );
+    }
+
     /// Found by `fuzz/` (target `dialects`): a partial cut at `MAX_TEXT_BYTES` right
     /// after a space kept the space.
     #[test]
     fn a_cut_transcript_is_still_trimmed() {
-        let long = format!("{} tail", "abc ".repeat(crate::input::MAX_TEXT_BYTES));
+        let long = format!("{} tail", "abc ".repeat(crate::MAX_TEXT_BYTES));
         for kind in [DialectKind::Plain, DialectKind::Jsonl] {
             let line = match kind {
                 DialectKind::Jsonl => format!("{{\"partial\": \"{long}\"}}\n"),
@@ -340,7 +394,7 @@ mod tests {
             let (ev, err) = run(kind, line.as_bytes());
             assert!(err.is_empty());
             let text = &ev[0].1;
-            assert!(text.len() <= crate::input::MAX_TEXT_BYTES && text.len() > 2000);
+            assert!(text.len() <= crate::MAX_TEXT_BYTES && text.len() > 2000);
             assert_eq!(text.trim(), text, "{kind:?}");
         }
     }
@@ -351,7 +405,7 @@ pub(crate) mod testutil {
     //! Runs a fixture through the real line reader and a dialect.
 
     use super::*;
-    use crate::input::LineReader;
+    use crate::LineReader;
 
     /// (kind, text) of every event, and the errors, for `input` read whole.
     pub fn run(kind: DialectKind, input: &[u8]) -> (Vec<(EventKind, String)>, Vec<ParseError>) {
@@ -398,7 +452,7 @@ pub(crate) mod testutil {
 
     pub fn fixture(name: &str) -> Vec<u8> {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/dialects")
+            .join("../../tests/data/dialects")
             .join(name);
         std::fs::read(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"))
     }

@@ -1,0 +1,19 @@
+//! The `dialects` fuzz target's saved corpus and crash regressions, as ordinary tests:
+//! `fuzz/` is not built by `cargo test`, its target body is (`primd_input::fuzz`).
+
+use primd_input::fuzz::{dialects, saved_inputs};
+
+#[test]
+fn dialects_corpus_and_regressions_pass() {
+    let inputs = saved_inputs("dialects");
+    for (path, bytes) in &inputs {
+        let run = std::panic::catch_unwind(|| dialects(bytes));
+        assert!(run.is_ok(), "fuzz input {path:?} fails the dialects target");
+    }
+    assert!(
+        inputs
+            .iter()
+            .any(|(p, _)| p.to_string_lossy().contains("regressions")),
+        "the known crash regressions are run"
+    );
+}
