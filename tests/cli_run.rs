@@ -280,6 +280,14 @@ impl Blocked {
     }
 }
 
+impl Drop for Blocked {
+    /// A failed test leaves no primd behind.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Utterances for the lexical retriever (answers in microseconds: the test is about
 /// I/O, not retrieval): each a partial, then its final.
 fn utterances(n: usize) -> Vec<u8> {

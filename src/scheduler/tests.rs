@@ -86,7 +86,8 @@ struct Sim {
     clock: Clock,
     events: Vec<(f64, EventKind, &'static str)>,
     next: usize,
-    /// `wait` answers `Woke` this many times before each real answer.
+    /// `wait` answers `Woke` this many times before each real answer, each time
+    /// `WAKE_S` later (a periodic wake-up).
     wakes: u32,
     woke: u32,
     /// Stop the loop after this many finished utterances.
@@ -153,6 +154,7 @@ impl Driver<Fake> for Sim {
             .push(format!("wait {:?}", deadline.map(|d| (d.0 * 1e6).round())));
         if self.woke < self.wakes {
             self.woke += 1;
+            *self.clock.borrow_mut() += WAKE_S;
             return Next::Woke;
         }
         self.woke = 0;
@@ -210,6 +212,9 @@ impl Driver<Fake> for Sim {
 }
 
 const ENDPOINT: Duration = Duration::from_millis(800);
+
+/// Time between two wake-ups of a waiting driver.
+const WAKE_S: f64 = 0.1;
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-9
@@ -320,8 +325,8 @@ fn wake_ups_tick_and_keep_the_silence_deadline() {
     run(&mut sim, &mut work);
     assert_eq!(sim.done[0].ending, Ending::Silence);
     assert!(close(sim.done[0].eou, 0.03), "{:?}", sim.done[0]);
-    // Out of work at 0.03: every wait until silence has the deadline 0.83, and the
-    // loop ticked before each.
+    // Out of work at 0.03: every wait until silence (woken at 0.13, 0.23, 0.33) has
+    // the deadline 0.83, and the loop ticked before each.
     let waits: Vec<&String> = sim.trace.iter().filter(|t| t.starts_with("wait")).collect();
     assert_eq!(waits[..4], ["wait Some(830000.0)"; 4]);
     for pair in sim.trace.windows(2) {
