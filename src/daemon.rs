@@ -19,7 +19,7 @@
 //!   events are dropped first (they are only sent while fewer than
 //!   [`SPECULATIVE_ROOM`] messages wait), finals wait in a backlog of
 //!   [`OUTPUT_BACKLOG`] and past it are dropped, counted and logged. Its loop wakes at
-//!   least every [`TICK`] even when idle ([`Live::tick`] runs on every turn: the place
+//!   least every [`TICK`] even when idle (the driver's `tick` runs on every turn: the place
 //!   for a watchdog ping). It owns the index as an `Arc<Index>`, and each message
 //!   carries the index it was answered from, so the index can be replaced between
 //!   utterances (rebuild the searcher over the new `Arc`, run the scheduler again).
@@ -293,7 +293,8 @@ pub fn run<E: Embed + 'static>(
     stats.speculative_sent = get(&counts.speculative_sent);
     stats.speculative_dropped = get(&counts.speculative_dropped);
     stats.written = get(&counts.written);
-    let handed = stats.utterances - stats.finals_dropped + stats.speculative_sent;
+    // (Loaded one by one while the retriever may still run: saturating.)
+    let handed = stats.utterances.saturating_sub(stats.finals_dropped) + stats.speculative_sent;
     stats.unwritten = handed.saturating_sub(stats.written + get(&counts.failed));
     // The reader may be blocked reading input that will never come (a signal stopped
     // us); it is only joined when it has finished or is about to.
