@@ -29,8 +29,8 @@
 //! [`wait`](Driver::wait) returns [`Next::Woke`] at least every second or so, so a
 //! driver can prove the loop is alive (a watchdog) even when nobody speaks. Its state
 //! (utterance numbers, the open utterance) lives in [`Scheduler`], apart from the
-//! [`Work`], so a driver can return from [`Scheduler::run`] between utterances, rebuild
-//! the work (e.g. over a new index) and run again.
+//! [`Work`], so a driver can ask for the next utterance boundary ([`Next::Boundary`]),
+//! rebuild the work there (e.g. over a new index) and run again.
 
 use std::mem;
 use std::time::{Duration, Instant};
@@ -104,6 +104,10 @@ pub enum Next<T> {
     Timeout,
     /// No more input: end of stream, or a stop asked for.
     End,
+    /// Return from [`Scheduler::run`] at the next utterance boundary: at once when no
+    /// utterance is open, else as soon as the open one has ended (e.g. to rebuild the
+    /// work over a new index, while the utterance in flight finishes on the old one).
+    Boundary,
 }
 
 /// Whether the loop goes on after a callback.
@@ -198,6 +202,9 @@ pub enum Stopped {
     End,
     /// A callback returned [`Flow::Stop`].
     Driver,
+    /// The driver asked for it ([`Next::Boundary`]); no utterance is open, and events
+    /// not yet taken are still the driver's: [`Scheduler::run`] can go on with them.
+    Boundary,
 }
 
 /// The policy's state: the open utterance and the utterance count.
@@ -216,6 +223,8 @@ pub struct Scheduler<T> {
     stale: u32,
     /// With an utterance open: since when the retriever has had nothing to do.
     idle_since: Option<T>,
+    /// The driver asked to return at the next utterance boundary.
+    boundary_asked: bool,
 }
 
 impl<T: Time> Scheduler<T> {
@@ -229,6 +238,7 @@ impl<T: Time> Scheduler<T> {
             newest: Text::new(),
             stale: 0,
             idle_since: None,
+            boundary_asked: false,
         }
     }
 
@@ -237,9 +247,14 @@ impl<T: Time> Scheduler<T> {
         self.open
     }
 
-    /// Runs the policy until the driver ends the input or a callback stops it.
+    /// Runs the policy until the driver ends the input, asks for a boundary, or a
+    /// callback stops it.
     pub fn run<W: Work, D: Driver<W, Time = T>>(&mut self, w: &mut W, d: &mut D) -> Stopped {
         loop {
+            if self.boundary_asked && !self.open {
+                self.boundary_asked = false;
+                return Stopped::Boundary;
+            }
             d.tick();
             let next = match d.poll() {
                 Next::Empty | Next::Woke | Next::Timeout => {
@@ -280,6 +295,10 @@ impl<T: Time> Scheduler<T> {
                     Some(since) if self.open => self.finish(w, d, None, since, Ending::Silence),
                     _ => Flow::Continue,
                 },
+                Next::Boundary => {
+                    self.boundary_asked = true;
+                    Flow::Continue
+                }
                 Next::End => {
                     if self.open {
                         let now = d.now();

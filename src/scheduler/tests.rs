@@ -92,6 +92,8 @@ struct Sim {
     woke: u32,
     /// Stop the loop after this many finished utterances.
     stop_after: Option<usize>,
+    /// Ask for the next utterance boundary at this time.
+    boundary_at: Option<f64>,
     /// In order: "tick", "wait <deadline>".
     trace: Vec<String>,
     observed: Vec<(u64, String, f64)>,
@@ -107,6 +109,7 @@ impl Sim {
             wakes: 0,
             woke: 0,
             stop_after: None,
+            boundary_at: None,
             trace: Vec::new(),
             observed: Vec::new(),
             done: Vec::new(),
@@ -142,6 +145,10 @@ impl Driver<Fake> for Sim {
     }
 
     fn poll(&mut self) -> Next<Seconds> {
+        if self.boundary_at.is_some_and(|b| Seconds(b) <= self.now()) {
+            self.boundary_at = None;
+            return Next::Boundary;
+        }
         match self.events.get(self.next) {
             None => Next::End,
             Some(&(t, ..)) if Seconds(t) <= self.now() => self.take(),
@@ -161,6 +168,11 @@ impl Driver<Fake> for Sim {
         let Some(&(t, ..)) = self.events.get(self.next) else {
             return Next::End;
         };
+        if let Some(b) = self.boundary_at.filter(|&b| b < t) {
+            self.boundary_at = None;
+            *self.clock.borrow_mut() = b;
+            return Next::Boundary;
+        }
         match deadline {
             Some(d) if d < Seconds(t) => {
                 *self.clock.borrow_mut() = d.0;
@@ -401,4 +413,26 @@ fn a_driver_can_stop_the_loop_between_utterances() {
     scheduler.run(&mut work, &mut sim);
     assert_eq!(sim.done[1].utterance, 2);
     assert_eq!(sim.done[1].text, "b");
+}
+
+#[test]
+fn a_boundary_asked_mid_utterance_comes_after_its_final() {
+    let clock = Clock::default();
+    let mut work = Fake::new(&clock, 0.01, 0.01, 0.01);
+    let events = vec![p(0.0, "a b"), f(0.1, "a b."), p(0.2, "c d"), f(0.3, "c d.")];
+    let mut sim = Sim::new(&clock, events);
+    sim.boundary_at = Some(0.05); // while "a b" is open
+    let mut scheduler = Scheduler::new(ENDPOINT);
+    assert_eq!(scheduler.run(&mut work, &mut sim), Stopped::Boundary);
+    let done: Vec<_> = sim.done.iter().map(|d| d.text.as_str()).collect();
+    assert_eq!(done, ["a b."], "the open utterance finished first");
+    assert_eq!(sim.next, 2, "the next utterance's events are not taken");
+    // Idle: a boundary asked now comes at once.
+    sim.boundary_at = Some(0.0);
+    assert_eq!(scheduler.run(&mut work, &mut sim), Stopped::Boundary);
+    assert_eq!(sim.next, 2);
+    // Run again (e.g. over rebuilt work): numbering goes on.
+    assert_eq!(scheduler.run(&mut work, &mut sim), Stopped::End);
+    let d = &sim.done[1];
+    assert_eq!((d.utterance, d.text.as_str()), (2, "c d."));
 }
