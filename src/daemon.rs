@@ -28,7 +28,8 @@
 //! - The **supervisor** (the thread that called [`run`]) only waits: for the signals
 //!   ([`signals`] forwards SIGINT and SIGTERM as numbers; other signals can be added as
 //!   other events), and for the other threads to finish. The first stop signal asks
-//!   the retriever to finish the open utterance and stop; the supervisor then waits
+//!   the retriever to take the events that had arrived, finish the open utterance and
+//!   stop; the supervisor then waits
 //!   for the writer at most [`DaemonOptions::stop_grace`] (a consumer that does not
 //!   read loses what was not written, counted). A second signal returns at once. So a
 //!   blocked output never makes the process unkillable.
@@ -226,6 +227,7 @@ pub fn run<E: Embed + 'static>(
                     counts: retriever_counts,
                     input_ended: false,
                     lag_logged: None,
+                    draining: None,
                 };
                 let _ = done_tx.send(Done::Retriever(retrieve(&cfg, embedder, live)));
             })?;
@@ -453,6 +455,8 @@ struct Live {
     input_ended: bool,
     /// When a dropped final was last logged.
     lag_logged: Option<Instant>,
+    /// After a stop: how many of the events that had arrived before it are left.
+    draining: Option<usize>,
 }
 
 impl Live {
@@ -466,6 +470,14 @@ impl Live {
                 self.input_ended = true;
                 Next::End
             }
+        }
+    }
+
+    /// A stop: the events already waiting are still taken (a final read just before the
+    /// signal is answered), nothing after them.
+    fn stop(&mut self) {
+        if self.draining.is_none() {
+            self.draining = Some(self.events.len());
         }
     }
 
@@ -522,9 +534,21 @@ impl<'i, E: Embed> Driver<StreamingRetriever<'i, E>> for Live {
     }
 
     fn poll(&mut self) -> Next<Instant> {
-        match self.control.try_recv() {
-            Ok(Control::Stop) | Err(TryRecvError::Disconnected) => return Next::End,
-            Err(TryRecvError::Empty) => {}
+        if self.draining.is_none() {
+            match self.control.try_recv() {
+                Ok(Control::Stop) | Err(TryRecvError::Disconnected) => self.stop(),
+                Err(TryRecvError::Empty) => {}
+            }
+        }
+        if let Some(left) = self.draining {
+            // Stopping: what arrived before the stop, then the end.
+            return match self.events.try_recv() {
+                Ok(m) if left > 0 => {
+                    self.draining = Some(left - 1);
+                    self.inbound(Ok(m))
+                }
+                _ => Next::End,
+            };
         }
         match self.events.try_recv() {
             Ok(m) => self.inbound(Ok(m)),
@@ -537,7 +561,11 @@ impl<'i, E: Embed> Driver<StreamingRetriever<'i, E>> for Live {
         let now = Instant::now();
         let wake = deadline.map_or(TICK, |d| d.saturating_duration_since(now).min(TICK));
         select! {
-            recv(self.control) -> _ => Next::End, // a stop, or the supervisor is gone
+            // A stop, or the supervisor is gone: the next poll drains, then ends.
+            recv(self.control) -> _ => {
+                self.stop();
+                Next::Woke
+            }
             recv(self.events) -> m => self.inbound(m),
             default(wake) => {
                 if deadline.is_some_and(|d| Instant::now() >= d) {

@@ -454,6 +454,68 @@ fn a_stop_signal_finishes_the_open_utterance_and_returns() {
     drop(writer);
 }
 
+/// Input lines handed out one per read; says on `read` how many reads were asked for
+/// (the reader asks for more only once it has sent the events of what it had), and
+/// blocks when out of lines until `close` opens.
+struct Lines {
+    lines: Vec<&'static str>,
+    next: usize,
+    read: Sender<usize>,
+    close: Receiver<()>,
+}
+
+impl Read for Lines {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let _ = self.read.send(self.next);
+        let Some(line) = self.lines.get(self.next) else {
+            let _ = self.close.recv();
+            return Ok(0);
+        };
+        buf[..line.len()].copy_from_slice(line.as_bytes());
+        self.next += 1;
+        Ok(line.len())
+    }
+}
+
+#[test]
+fn a_stop_answers_the_final_that_arrived_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let c = cfg(&index, Layer1::default());
+    let (tx, rx) = bounded(1024);
+    let (started_tx, started_rx) = bounded(1);
+    let (release_tx, release_rx) = bounded(1);
+    let stuck = Stuck {
+        stuck_on: "jazz",
+        started: started_tx,
+        release: release_rx,
+    };
+    let (read_tx, read_rx) = bounded(16);
+    let (close_tx, close_rx) = bounded(1);
+    let input = Box::new(BufReader::new(Lines {
+        lines: vec![
+            "{\"partial\": \"play some jazz music\"}\n",
+            "{\"final\": \"Play some jazz music, please.\"}\n",
+        ],
+        next: 0,
+        read: read_tx,
+        close: close_rx,
+    }));
+    let opts = DaemonOptions::default();
+    let (sig, res) = spawn(c, opts, stuck, index, input, Box::new(Chunks(tx)));
+    // The retriever is busy with the partial; the final arrives and waits.
+    started_rx.recv_timeout(BOUND).expect("the embed started");
+    while read_rx.recv_timeout(BOUND).expect("the reader reads") < 2 {}
+    sig.send(SIGTERM).unwrap();
+    drop(release_tx);
+    let stats = finished(&res, "SIGTERM");
+    let v = next_line(&rx, "the final's result");
+    assert_eq!(v["text"], "Play some jazz music, please.");
+    assert_eq!(v["results"][0]["id"], "jazz");
+    assert_eq!((stats.utterances, stats.stopped_by), (1, Some(SIGTERM)));
+    drop(close_tx);
+}
+
 /// The daemon with its output blocked after one final was handed to the writer.
 fn blocked_daemon(
     grace: Duration,
