@@ -454,66 +454,79 @@ fn a_stop_signal_finishes_the_open_utterance_and_returns() {
     drop(writer);
 }
 
-/// Input lines handed out one per read; says on `read` how many reads were asked for
-/// (the reader asks for more only once it has sent the events of what it had), and
-/// blocks when out of lines until `close` opens.
-struct Lines {
-    lines: Vec<&'static str>,
-    next: usize,
-    read: Sender<usize>,
-    close: Receiver<()>,
+/// The wall-clock driver alone, over channels the test fills.
+fn live(index: Arc<Index>) -> (Live, Sender<Inbound>, Sender<Control>) {
+    let (events_tx, events) = bounded(EVENT_QUEUE);
+    let (control_tx, control) = bounded(4);
+    let (out, _) = bounded(OUTPUT_BACKLOG);
+    let live = Live {
+        events,
+        control,
+        out,
+        index,
+        emit_speculative: false,
+        shown: heapless::Vec::new(),
+        silences: Arc::new(AtomicU64::new(0)),
+        counts: Arc::new(Counters::default()),
+        input_ended: false,
+        lag_logged: None,
+        draining: None,
+    };
+    (live, events_tx, control_tx)
 }
 
-impl Read for Lines {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let _ = self.read.send(self.next);
-        let Some(line) = self.lines.get(self.next) else {
-            let _ = self.close.recv();
-            return Ok(0);
-        };
-        buf[..line.len()].copy_from_slice(line.as_bytes());
-        self.next += 1;
-        Ok(line.len())
+fn inbound(kind: crate::input::EventKind, text: &str) -> Inbound {
+    Inbound::Event(Event {
+        kind,
+        text: crate::input::to_text(text).0,
+        t: None,
+        received: Instant::now(),
+        line: 1,
+    })
+}
+
+/// What the driver hands the scheduler, as (kind, text) or a name.
+fn next_of(live: &mut Live, wait: bool) -> String {
+    type W = StreamingRetriever<'static, HashEmbedder>;
+    let next = if wait {
+        <Live as Driver<W>>::wait(live, None)
+    } else {
+        <Live as Driver<W>>::poll(live)
+    };
+    match next {
+        Next::Event(ev, _) => format!("{:?} {}", ev.kind, ev.text),
+        other => format!("{other:?}"),
     }
 }
 
 #[test]
-fn a_stop_answers_the_final_that_arrived_before_it() {
+fn a_stop_takes_the_events_that_arrived_before_it_then_ends() {
+    use crate::input::EventKind::{Final, Partial};
     let dir = tempfile::tempdir().unwrap();
-    let index = index(dir.path());
-    let c = cfg(&index, Layer1::default());
-    let (tx, rx) = bounded(1024);
-    let (started_tx, started_rx) = bounded(1);
-    let (release_tx, release_rx) = bounded(1);
-    let stuck = Stuck {
-        stuck_on: "jazz",
-        started: started_tx,
-        release: release_rx,
-    };
-    let (read_tx, read_rx) = bounded(16);
-    let (close_tx, close_rx) = bounded(1);
-    let input = Box::new(BufReader::new(Lines {
-        lines: vec![
-            "{\"partial\": \"play some jazz music\"}\n",
-            "{\"final\": \"Play some jazz music, please.\"}\n",
-        ],
-        next: 0,
-        read: read_tx,
-        close: close_rx,
-    }));
-    let opts = DaemonOptions::default();
-    let (sig, res) = spawn(c, opts, stuck, index, input, Box::new(Chunks(tx)));
-    // The retriever is busy with the partial; the final arrives and waits.
-    started_rx.recv_timeout(BOUND).expect("the embed started");
-    while read_rx.recv_timeout(BOUND).expect("the reader reads") < 2 {}
-    sig.send(SIGTERM).unwrap();
-    drop(release_tx);
-    let stats = finished(&res, "SIGTERM");
-    let v = next_line(&rx, "the final's result");
-    assert_eq!(v["text"], "Play some jazz music, please.");
-    assert_eq!(v["results"][0]["id"], "jazz");
-    assert_eq!((stats.utterances, stats.stopped_by), (1, Some(SIGTERM)));
-    drop(close_tx);
+    let (mut live, events, control) = live(index(dir.path()));
+    events.send(inbound(Partial, "play some jazz")).unwrap();
+    events
+        .send(inbound(Final, "Play some jazz music."))
+        .unwrap();
+    control.send(Control::Stop).unwrap();
+    assert_eq!(next_of(&mut live, false), "Partial play some jazz");
+    // Arrived after the stop was seen: never taken.
+    events.send(inbound(Partial, "turn off")).unwrap();
+    assert_eq!(next_of(&mut live, false), "Final Play some jazz music.");
+    assert_eq!(next_of(&mut live, false), "End");
+    assert_eq!(next_of(&mut live, false), "End");
+
+    // A stop while waiting: the wait returns, the next poll ends.
+    let (mut live, _events, control) = live_again(&dir);
+    control.send(Control::Stop).unwrap();
+    assert_eq!(next_of(&mut live, true), "Woke");
+    assert_eq!(next_of(&mut live, false), "End");
+}
+
+fn live_again(dir: &tempfile::TempDir) -> (Live, Sender<Inbound>, Sender<Control>) {
+    live(Arc::new(
+        Index::open(&dir.path().join("golden-hash.idx")).unwrap(),
+    ))
 }
 
 /// The daemon with its output blocked after one final was handed to the writer.
