@@ -129,6 +129,10 @@ pub struct RunArgs {
     /// Silence that ends an utterance, in milliseconds
     #[arg(long, value_name = "MS")]
     pub endpoint_ms: Option<i64>,
+    /// After SIGINT/SIGTERM, how long to wait for a blocked output to take the last
+    /// results before exiting without them (exit status 1)
+    #[arg(long, value_name = "MS", default_value_t = primd::daemon::STOP_GRACE.as_millis() as u64)]
+    pub stop_grace_ms: u64,
     /// Retriever (default: hybrid when the index has a lexical section, else dense)
     #[arg(long, value_enum, value_name = "NAME")]
     pub retriever: Option<Retriever>,

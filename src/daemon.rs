@@ -1,102 +1,202 @@
-//! `primd run`: threads, channels, signals, shutdown.
+//! `primd run`: threads, channels, back-pressure, signals, shutdown.
 //!
 //! ```text
-//! reader thread ──events──▶ retriever (calling thread) ──results──▶ writer thread
-//!  (bytes → lines →          owns embedder + mmapped index            (JSON lines)
-//!   dialect events)
+//!  reader thread ──events──▶ retriever thread ──answers──▶ writer thread
+//!  (bytes → lines →          scheduler + work            (JSON lines,
+//!   dialect events)          (embedder, Arc<Index>)       one write each)
+//!                                  ▲ control
+//!  signals ──────────────▶ supervisor (the calling thread)
 //! ```
-//! The event channel is bounded. The retriever drains everything that is waiting before
-//! it works, and of a run of partials it only looks at the newest: a stale partial is
-//! superseded, never queued behind (the count is reported as `stale_dropped`). Finals
-//! are never dropped. When nothing is waiting the retriever does its idle work (embed
-//! the newest partial), then blocks; with an utterance open it blocks at most
-//! `endpoint_ms`, after which silence ends the utterance; it counts those endings in
-//! an atomic the reader checks before each line, so that dialects which accumulate an
-//! utterance from pieces (whisper-streaming, WhisperLive, Deepgram) start the next one
-//! from nothing. Gaps in *audio* time are endpointed by the dialect itself (it sends a
-//! final), deterministically, however far ahead of the retriever the reader is.
+//! Each thread waits on one thing only, so that nothing one party does can freeze
+//! another:
+//! - The **reader** turns input into events and sends them on a small bounded channel.
+//!   The retriever takes everything waiting every time it wakes, and never waits for
+//!   the output, so the reader keeps reading whatever the consumer of the results does
+//!   and the recognizer feeding us never blocks on its own writes.
+//! - The **retriever** runs the [scheduler](crate::scheduler) (drain, newest partial
+//!   wins, idle embed, silence endpoint) on the wall clock. It hands results to the
+//!   writer with `try_send` on a bounded channel: when the consumer lags, speculative
+//!   events are dropped first (they are only sent while fewer than
+//!   [`SPECULATIVE_ROOM`] messages wait), finals wait in a backlog of
+//!   [`OUTPUT_BACKLOG`] and past it are dropped, counted and logged. Its loop wakes at
+//!   least every [`TICK`] even when idle (the driver's `tick` runs on every turn: the place
+//!   for a watchdog ping). It owns the index as an `Arc<Index>`, and each message
+//!   carries the index it was answered from, so the index can be replaced between
+//!   utterances (rebuild the searcher over the new `Arc`, run the scheduler again).
+//! - The **writer** serialises each message once into a reused buffer and writes it
+//!   with one `write_all`; a closed output (broken pipe) stops it quietly.
+//! - The **supervisor** (the thread that called [`run`]) only waits: for the signals
+//!   ([`signals`] forwards SIGINT and SIGTERM as numbers; other signals can be added as
+//!   other events), and for the other threads to finish. The first stop signal asks
+//!   the retriever to take the events that had arrived, finish the open utterance and
+//!   stop; the supervisor then waits
+//!   for the writer at most [`DaemonOptions::stop_grace`] (a consumer that does not
+//!   read loses what was not written, counted). A second signal returns at once. So a
+//!   blocked output never makes the process unkillable.
 //!
-//! Shutdown: end of input, SIGINT or SIGTERM, or a closed stdout → the open utterance
-//! is finalised with its newest partial, its result written, and `run` returns.
+//! Shutdown without a signal: end of input → the open utterance is finished with its
+//! newest partial, its result written, and `run` returns; a closed output → the
+//! retriever stops at once (nobody reads the answers).
 //!
-//! Index swap ([`LiveIndex`], SIGHUP): the retriever borrows its index, so a swap ends
-//! one `Retrieval` at an utterance boundary and starts the next over the new index with
-//! the same embedder; the writer is told in band (`ToWriter::Index`), so results queued
-//! before the swap are still printed from the index that produced them.
+//! Index swap ([`LiveIndex`], SIGHUP, `primd install-index`): when a validated index is
+//! staged, the driver asks the scheduler for the next utterance boundary; there the
+//! retriever rebuilds its searcher over the new index with the same embedder and runs
+//! on. An utterance in flight finishes on the old index, and every answer carries the
+//! index it was answered from, so the writer prints it from that one.
 //!
-//! systemd (`crate::notify`): `READY=1` once the index, the embedder and the input
-//! threads are up; the watchdog is fed from the retriever loop itself, which wakes for it
-//! when idle.
+//! systemd ([`crate::notify`]): `READY=1` once the index, the embedder, the reader and
+//! the retriever's searcher are up; `WATCHDOG=1` from the driver's `tick`, which runs on
+//! every turn of the retriever loop (a loop that stops turning stops feeding it).
 
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded, never, select};
 
 use crate::config::RunConfig;
-use crate::embed::Embed;
+use crate::embed::{Embed, EmbedError};
 use crate::hybrid::HybridSearcher;
 use crate::index::Index;
 use crate::index::live::LiveIndex;
-use crate::input::{Ctx, Dialect, DialectKind, Event, EventKind, LineReader, MAX_LINE_BYTES, Text};
+use crate::input::{Ctx, Dialect, DialectKind, Event, LineReader, MAX_LINE_BYTES};
 use crate::notify::{self, Notifier};
-use crate::output::{Outbound, SPECULATIVE_SHOWN, write_message};
+use crate::output::{Outbound, SPECULATIVE_SHOWN, encode_message};
+use crate::scheduler::{Driver, Ending, Finished, Flow, Next, Scheduler, Stopped};
 use crate::stream::normalize::Normalizer;
 use crate::stream::{Observed, StreamingRetriever};
 
 /// Events waiting between reader and retriever. Small: the retriever drains it whole
 /// every time it wakes, and a full queue slows the reader rather than growing.
-const EVENT_QUEUE: usize = 64;
+pub const EVENT_QUEUE: usize = 64;
 
-/// What reaches the retriever.
+/// Messages waiting for the writer: the finals' backlog when the consumer lags.
+pub const OUTPUT_BACKLOG: usize = 64;
+
+/// Speculative events are only sent while fewer than this many messages wait for the
+/// writer: when the output lags they are the first to go, and finals keep the rest of
+/// the backlog.
+pub const SPECULATIVE_ROOM: usize = 4;
+
+/// The retriever's loop turns at least this often, even when nothing happens.
+pub const TICK: Duration = Duration::from_secs(1);
+
+/// Dropped finals are logged at most this often (with the counts so far).
+const LAG_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Default of [`DaemonOptions::stop_grace`].
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// What reaches the retriever from the reader.
 // Events are moved by value on purpose: boxing them would allocate per partial, while
 // the bounded channel preallocates its slots once.
 #[allow(clippy::large_enum_variant)]
 pub enum Inbound {
     Event(Event),
-    /// No more input (end of stream, read error, signal, or closed output).
+    /// No more input (end of stream or read error).
     End,
 }
 
+/// What the supervisor tells the retriever.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// Finish the open utterance and stop.
+    Stop,
+}
+
+/// A message for the writer, with the index its passages are looked up in.
+pub struct Answer {
+    pub index: Arc<Index>,
+    pub msg: Outbound,
+}
+
 /// Options of the daemon that are not retrieval settings.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct DaemonOptions {
     pub dialect: Option<DialectKind>,
     /// Send speculative events too.
     pub emit_speculative: bool,
     /// Replay recorded input at its `t` timestamps, this many times faster (0: no pacing).
     pub pace: f64,
+    /// After a stop signal, how long the writer may take to write what is left.
+    pub stop_grace: Duration,
 }
 
-/// What the writer thread receives: results, in order, and the index to print the
-/// following ones from (sent when a swap happens).
-// By value like `Inbound`: the bounded channel preallocates its slots once.
-#[allow(clippy::large_enum_variant)]
-enum ToWriter {
-    Out(Outbound),
-    Index(Arc<Index>),
-}
-
-/// Why a `Retrieval` stopped.
-#[allow(clippy::large_enum_variant)] // one per swap, on the stack
-enum Stop {
-    /// Input ended or the output is gone.
-    End,
-    /// A new index is staged and no utterance is open: swap, then go on with this
-    /// message (already received, not yet handled).
-    Swap(Option<Inbound>),
+impl Default for DaemonOptions {
+    fn default() -> Self {
+        DaemonOptions {
+            dialect: None,
+            emit_speculative: false,
+            pace: 0.0,
+            stop_grace: STOP_GRACE,
+        }
+    }
 }
 
 /// Totals over a run, for the closing log line and tests.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RunStats {
-    pub utterances: u64,
+    /// Input lines read (when the reader got to the end of its input).
+    pub lines: u64,
     pub rejected_lines: u64,
+    /// Utterances answered (a final result made).
+    pub utterances: u64,
+    /// Finals not written: the output lagged past the backlog.
+    pub finals_dropped: u64,
+    pub speculative_sent: u64,
+    /// Speculative events not sent: the output lagged.
+    pub speculative_dropped: u64,
+    /// Messages written to the output.
+    pub written: u64,
+    /// Messages handed to the writer and never written (the output was blocked when
+    /// the stop grace ran out).
+    pub unwritten: u64,
+    /// The signal that ended the run at once (a second stop signal).
+    pub forced: Option<i32>,
+    /// A stop signal ended the run.
+    pub stopped_by: Option<i32>,
+    /// The stop grace ran out before the writer was done (the output was blocked).
+    pub timed_out: bool,
 }
 
-/// Runs the daemon until its input ends or a signal/closed output stops it.
+/// Registers SIGINT and SIGTERM and forwards each one's number on the returned
+/// channel (from a thread of its own). Their default action (terminate) no longer
+/// applies: [`run`] decides.
+pub fn signals() -> anyhow::Result<Receiver<i32>> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    let (tx, rx) = bounded(8);
+    std::thread::Builder::new()
+        .name("primd-signals".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                if tx.send(sig).is_err() {
+                    return;
+                }
+            }
+        })?;
+    Ok(rx)
+}
+
+/// The signals that stop the daemon.
+fn is_stop(sig: i32) -> bool {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    sig == SIGINT || sig == SIGTERM
+}
+
+/// What a thread reports to the supervisor when it is done.
+enum Done {
+    /// The retriever is done: whether its input had ended.
+    Retriever(anyhow::Result<bool>),
+    /// The writer is done (its counts are in the shared [`Counters`]).
+    Writer,
+}
+
+/// Runs the daemon until its input ends, its output closes, or a signal (from
+/// `signals`) stops it. Threads that are blocked (reading an input that never comes,
+/// writing to an output nobody reads) are not joined: the process exits around them.
+#[allow(clippy::too_many_arguments)]
 pub fn run<E: Embed + 'static>(
     cfg: &RunConfig,
     opts: &DaemonOptions,
@@ -104,108 +204,144 @@ pub fn run<E: Embed + 'static>(
     live: Arc<LiveIndex>,
     input: Box<dyn BufRead + Send>,
     output: Box<dyn Write + Send>,
+    signals: Receiver<i32>,
 ) -> anyhow::Result<RunStats> {
-    let mut index = live.current();
+    let index = live.current();
+    HybridSearcher::new(&index)?; // the retriever thread's own cannot fail after this
     let (events_tx, events_rx) = bounded::<Inbound>(EVENT_QUEUE);
-    let (out_tx, out_rx) = bounded::<ToWriter>(EVENT_QUEUE);
-    install_signal_handler(events_tx.clone())?;
+    let (control_tx, control_rx) = bounded::<Control>(4);
+    let (out_tx, out_rx) = bounded::<Answer>(OUTPUT_BACKLOG);
+    let (done_tx, done_rx) = bounded::<Done>(2);
     let dialect = opts.dialect.unwrap_or(DialectKind::Auto);
+    let silences = Arc::new(AtomicU64::new(0));
+    let counts = Arc::new(Counters::default());
+    let (retriever_counts, writer_counts) = (counts.clone(), counts.clone());
+
+    let reader = {
+        let (pace, endpoint_ms, silences) = (opts.pace, cfg.endpoint_ms, silences.clone());
+        std::thread::Builder::new()
+            .name("primd-reader".into())
+            .spawn(move || read_events(input, dialect, endpoint_ms, pace, &silences, events_tx))?
+    };
+    {
+        let (cfg, emit_speculative, done_tx) =
+            (cfg.clone(), opts.emit_speculative, done_tx.clone());
+        std::thread::Builder::new()
+            .name("primd-retriever".into())
+            .spawn(move || {
+                let driver = Live {
+                    events: events_rx,
+                    control: control_rx,
+                    out: out_tx,
+                    index,
+                    live,
+                    notifier: Notifier::from_env(),
+                    boundary_asked: false,
+                    carry: None,
+                    emit_speculative,
+                    shown: heapless::Vec::new(),
+                    silences,
+                    counts: retriever_counts,
+                    input_ended: false,
+                    lag_logged: None,
+                    draining: None,
+                };
+                let _ = done_tx.send(Done::Retriever(retrieve(&cfg, embedder, driver)));
+            })?;
+    }
+    std::thread::Builder::new()
+        .name("primd-writer".into())
+        .spawn(move || {
+            write_answers(output, out_rx, &writer_counts);
+            let _ = done_tx.send(Done::Writer);
+        })?;
     log::info!("ready: reading {} input", dialect.name());
 
-    let pace = opts.pace;
-    let endpoint_ms = cfg.endpoint_ms;
-    let silences = Arc::new(AtomicU64::new(0));
-    let reader_silences = silences.clone();
-    let reader = std::thread::Builder::new()
-        .name("primd-reader".into())
-        .spawn(move || {
-            read_events(
-                input,
-                dialect,
-                endpoint_ms,
-                pace,
-                reader_silences,
-                events_tx,
-            )
-        })?;
-    let writer_index = index.clone();
-    let writer = std::thread::Builder::new()
-        .name("primd-writer".into())
-        .spawn(move || write_results(output, writer_index, out_rx))?;
-
-    let mut notifier = Notifier::from_env();
-    notifier.ready(&format!(
-        "serving {} passages from {}",
-        index.len(),
-        index.path().display()
-    ));
-    let mut embedder = embedder;
     let mut stats = RunStats::default();
-    let mut utterance = 1;
-    let mut carry = None;
-    loop {
-        let searcher = HybridSearcher::new(&index)?;
-        let normalizer = Normalizer::new(cfg.fillers.iter().map(String::as_str));
-        let mut retrieval = Retrieval {
-            r: StreamingRetriever::new(cfg.stream.clone(), embedder, searcher, normalizer),
-            cfg,
-            opts,
-            out: &out_tx,
-            stats,
-            utterance,
-            pending: None,
-            open: false,
-            newest: Text::new(),
-            shown: heapless::Vec::new(),
-            stale: 0,
-            silences: &silences,
-            live: &live,
-            notifier: &mut notifier,
-            silence_at: None,
-        };
-        let stop = retrieval.run(&events_rx, carry.take());
-        (stats, utterance) = (retrieval.stats, retrieval.utterance);
-        embedder = retrieval.r.into_embedder();
-        let Stop::Swap(next) = stop else { break };
-        carry = next;
-        if let Some(new) = live.take_staged() {
-            log::info!(
-                "index swapped: now serving {} passages from {:?} (was {}), from utterance {utterance}",
-                new.len(),
-                new.path(),
-                index.len()
-            );
-            notifier.status(&format!(
-                "serving {} passages from {} (swapped in before utterance {utterance})",
-                new.len(),
-                new.path().display()
-            ));
-            index = new;
-            if out_tx.send(ToWriter::Index(index.clone())).is_err() {
+    let mut signals = signals;
+    let mut retriever: Option<bool> = None;
+    let mut writer_done = false;
+    let mut grace_until: Option<Instant> = None;
+    let mut failure = None;
+    while retriever.is_none() || !writer_done {
+        let timeout = grace_until.map_or(TICK, |g| g.saturating_duration_since(Instant::now()));
+        select! {
+            recv(signals) -> sig => match sig {
+                Ok(sig) if is_stop(sig) && stats.stopped_by.is_none() => {
+                    log::info!("signal {sig}: finishing the open utterance, then exiting");
+                    stats.stopped_by = Some(sig);
+                    grace_until = Some(Instant::now() + opts.stop_grace);
+                    let _ = control_tx.try_send(Control::Stop);
+                }
+                Ok(sig) if is_stop(sig) => {
+                    log::warn!("signal {sig} again: exiting now");
+                    stats.forced = Some(sig);
+                    break;
+                }
+                Ok(sig) => log::warn!("signal {sig} ignored"),
+                Err(_) => signals = never(), // no more signals: wait for the threads
+            },
+            recv(done_rx) -> done => match done {
+                Ok(Done::Retriever(r)) => match r {
+                    Ok(r) => retriever = Some(r),
+                    Err(e) => {
+                        failure = Some(e);
+                        retriever = Some(false);
+                    }
+                },
+                Ok(Done::Writer) => {
+                    // The output closed (or failed): nobody reads the answers.
+                    writer_done = true;
+                    let _ = control_tx.try_send(Control::Stop);
+                }
+                Err(_) => break, // cannot happen: both threads report before exiting
+            },
+            default(timeout) => if grace_until.is_some() {
+                stats.timed_out = true;
+                log::error!(
+                    "output blocked for {:?} after the stop signal: exiting without writing the rest",
+                    opts.stop_grace
+                );
                 break;
             }
         }
     }
-    drop(out_tx); // lets the writer finish
-    writer
-        .join()
-        .map_err(|_| anyhow::anyhow!("writer thread panicked"))?;
+    let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    stats.utterances = get(&counts.utterances);
+    stats.finals_dropped = get(&counts.finals_dropped);
+    stats.speculative_sent = get(&counts.speculative_sent);
+    stats.speculative_dropped = get(&counts.speculative_dropped);
+    stats.written = get(&counts.written);
+    // (Loaded one by one while the retriever may still run: saturating.)
+    let handed = stats.utterances.saturating_sub(stats.finals_dropped) + stats.speculative_sent;
+    stats.unwritten = handed.saturating_sub(stats.written + get(&counts.failed));
     // The reader may be blocked reading input that will never come (a signal stopped
-    // us); it is not joined, the process exits around it.
-    if reader.is_finished() {
-        stats.rejected_lines = reader
+    // us); it is only joined when it has finished or is about to.
+    if retriever == Some(true) || reader.is_finished() {
+        let (lines, rejected) = reader
             .join()
             .map_err(|_| anyhow::anyhow!("reader thread panicked"))?;
+        stats.lines = lines;
+        stats.rejected_lines = rejected;
     }
     log::info!(
-        "{} utterances answered, {} input lines rejected",
+        "{} utterances answered, {} finals and {} speculative events dropped (output lagging), \
+         {} messages written, {} not written, {} input lines rejected",
         stats.utterances,
+        stats.finals_dropped,
+        stats.speculative_dropped,
+        stats.written,
+        stats.unwritten,
         stats.rejected_lines
     );
-    Ok(stats)
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(stats),
+    }
 }
 
-/// The reader thread: input bytes → events. Returns how many lines it rejected.
+/// The reader thread: input bytes → events. Returns how many lines it read and how
+/// many it rejected.
 ///
 /// `silences` counts the utterances the retriever ended on wall-clock silence: when it
 /// moved, the dialect starts its next utterance from nothing.
@@ -214,12 +350,12 @@ fn read_events(
     dialect: DialectKind,
     endpoint_ms: u64,
     pace: f64,
-    silences: Arc<AtomicU64>,
+    silences: &AtomicU64,
     tx: Sender<Inbound>,
-) -> u64 {
+) -> (u64, u64) {
     let mut lines = LineReader::new(input);
     let mut parser = Dialect::new(dialect, endpoint_ms);
-    let mut rejected = 0;
+    let (mut read, mut rejected) = (0, 0);
     let mut silences_seen = 0;
     let started = Instant::now();
     let gone = std::cell::Cell::new(false);
@@ -248,6 +384,7 @@ fn read_events(
                 break;
             }
         };
+        read = line_no;
         let (text, end) = match line.text() {
             Ok(t) => t,
             Err(n) => {
@@ -272,245 +409,357 @@ fn read_events(
             log::warn!("input {e}; skipped");
         }
         if gone.get() {
-            return rejected; // retriever gone
+            return (read, rejected); // retriever gone
         }
     }
     let _ = tx.send(Inbound::End);
-    rejected
+    (read, rejected)
 }
 
-/// The retriever loop's state (runs on the calling thread).
-struct Retrieval<'a, 'i, E: Embed> {
-    r: StreamingRetriever<'i, E>,
-    cfg: &'a RunConfig,
-    opts: &'a DaemonOptions,
-    out: &'a Sender<ToWriter>,
-    stats: RunStats,
-    utterance: u64,
-    /// Newest partial not yet observed.
-    pending: Option<Event>,
-    /// An utterance has started and not ended.
-    open: bool,
-    /// Text of the newest partial of the open utterance (the final if silence ends it).
-    newest: Text,
+/// Counts kept by the retriever and the writer: relaxed atomics, so the supervisor can
+/// read them whatever state those threads are in (a writer blocked for good).
+#[derive(Debug, Default)]
+struct Counters {
+    utterances: AtomicU64,
+    finals_dropped: AtomicU64,
+    speculative_sent: AtomicU64,
+    speculative_dropped: AtomicU64,
+    written: AtomicU64,
+    /// Messages that could not be serialised (logged, skipped).
+    failed: AtomicU64,
+}
+
+/// Adds one; returns the new count.
+fn bump(c: &AtomicU64) -> u64 {
+    c.fetch_add(1, Ordering::Relaxed) + 1
+}
+
+/// The retriever thread: the scheduler over a [`StreamingRetriever`] on `live.index`,
+/// rebuilt over the new index at each swap.
+fn retrieve<E: Embed>(cfg: &RunConfig, embedder: E, mut live: Live) -> anyhow::Result<bool> {
+    let mut scheduler = Scheduler::new(Duration::from_millis(cfg.endpoint_ms));
+    let mut embedder = embedder;
+    let mut ready = false;
+    loop {
+        let index = live.index.clone();
+        let searcher = HybridSearcher::new(&index)?;
+        let normalizer = Normalizer::new(cfg.fillers.iter().map(String::as_str));
+        let mut r = StreamingRetriever::new(cfg.stream.clone(), embedder, searcher, normalizer);
+        if !ready {
+            ready = true;
+            live.notifier.ready(&format!(
+                "serving {} passages from {}",
+                index.len(),
+                index.path().display()
+            ));
+        }
+        let stopped = scheduler.run(&mut r, &mut live);
+        embedder = r.into_embedder();
+        if stopped != Stopped::Boundary {
+            break;
+        }
+        live.boundary_asked = false;
+        if let Some(new) = live.live.take_staged() {
+            let utterance = live.counts.utterances.load(Ordering::Relaxed) + 1;
+            log::info!(
+                "index swapped: now serving {} passages from {:?} (was {}), from utterance {utterance}",
+                new.len(),
+                new.path(),
+                index.len()
+            );
+            live.notifier.status(&format!(
+                "serving {} passages from {} (swapped in before utterance {utterance})",
+                new.len(),
+                new.path().display()
+            ));
+            live.index = new;
+        }
+    }
+    log::info!(
+        "retriever done ({}): {} utterances answered",
+        if live.input_ended {
+            "end of input"
+        } else {
+            "stopped"
+        },
+        live.counts.utterances.load(Ordering::Relaxed)
+    );
+    Ok(live.input_ended)
+}
+
+/// The wall-clock driver of the scheduler: events from the reader, stops from the
+/// supervisor, answers to the writer.
+struct Live {
+    events: Receiver<Inbound>,
+    control: Receiver<Control>,
+    out: Sender<Answer>,
+    /// The index answers are looked up in (the one the retriever searches).
+    index: Arc<Index>,
+    /// Where a new index is staged (SIGHUP); swapped in at an utterance boundary.
+    live: Arc<LiveIndex>,
+    /// systemd: readiness, watchdog, status (does nothing without `NOTIFY_SOCKET`).
+    notifier: Notifier,
+    /// A boundary was asked of the scheduler for the staged index (asked once).
+    boundary_asked: bool,
+    /// An event taken while asking for that boundary: the first one after it.
+    carry: Option<Inbound>,
+    emit_speculative: bool,
     /// The best guess last sent in a speculative event of the open utterance.
     shown: heapless::Vec<u32, SPECULATIVE_SHOWN>,
-    stale: u32,
     /// Utterances ended by wall-clock silence (the reader watches it).
-    silences: &'a AtomicU64,
-    /// The served index: a staged successor is taken at an utterance boundary.
-    live: &'a LiveIndex,
-    notifier: &'a mut Notifier,
-    /// With an utterance open and nothing to do: when silence ends it.
-    silence_at: Option<Instant>,
+    silences: Arc<AtomicU64>,
+    counts: Arc<Counters>,
+    /// The reader said its input ended (it has returned, or is about to).
+    input_ended: bool,
+    /// When a dropped final was last logged.
+    lag_logged: Option<Instant>,
+    /// After a stop: how many of the events that had arrived before it are left.
+    draining: Option<usize>,
 }
 
-impl<E: Embed> Retrieval<'_, '_, E> {
-    fn run(&mut self, rx: &Receiver<Inbound>, mut carry: Option<Inbound>) -> Stop {
-        let endpoint = Duration::from_millis(self.cfg.endpoint_ms);
-        loop {
-            // 0. The watchdog is fed from here: a loop that stops turning stops feeding it.
-            notify::test_stall();
-            self.notifier.alive(self.stats.utterances);
-            // A new index is staged: swap between utterances (`open`: one is in flight).
-            let boundary = !self.open && self.pending.is_none();
-            if boundary && self.live.swap_pending() {
-                return Stop::Swap(carry);
+impl Live {
+    fn inbound(&mut self, m: Result<Inbound, crossbeam_channel::RecvError>) -> Next<Instant> {
+        match m {
+            Ok(Inbound::Event(ev)) => {
+                let at = ev.received;
+                Next::Event(ev, at)
             }
-            // 1. Take what is waiting, without blocking.
-            let next = match carry.take().map_or_else(|| rx.try_recv(), Ok) {
-                Ok(m) => {
-                    if boundary && self.live.swap_pending() {
-                        return Stop::Swap(Some(m));
-                    }
-                    self.silence_at = None;
-                    Some(m)
-                }
-                Err(TryRecvError::Disconnected) => Some(Inbound::End),
-                Err(TryRecvError::Empty) => {
-                    // 2. Nothing waiting: observe the newest partial, else idle work.
-                    if self.pending.is_some() {
-                        self.observe_pending();
-                        continue;
-                    }
-                    match self.r.idle() {
-                        Ok(true) => continue,
-                        Ok(false) => {}
-                        Err(e) => log::error!("idle embed: {e}"),
-                    }
-                    // 3. Block; with an utterance open, at most until silence ends it;
-                    // at most one watchdog interval (then around the loop, which feeds it).
-                    let silence_at = self.open.then(|| {
-                        *self
-                            .silence_at
-                            .get_or_insert_with(|| Instant::now() + endpoint)
-                    });
-                    let wake = self.notifier.wake_interval().map(|w| Instant::now() + w);
-                    let deadline = match (silence_at, wake) {
-                        (Some(s), Some(w)) => Some(s.min(w)),
-                        (s, w) => s.or(w),
-                    };
-                    let got = match deadline {
-                        Some(d) => match rx.recv_deadline(d) {
-                            Ok(m) => Some(m),
-                            Err(RecvTimeoutError::Timeout) => None,
-                            Err(RecvTimeoutError::Disconnected) => Some(Inbound::End),
-                        },
-                        None => Some(rx.recv().unwrap_or(Inbound::End)),
-                    };
-                    match got {
-                        Some(m) => {
-                            // A swap staged while we slept goes before a new utterance.
-                            if !self.open && self.live.swap_pending() {
-                                return Stop::Swap(Some(m));
-                            }
-                            self.silence_at = None;
-                            Some(m)
-                        }
-                        // Silence ended the utterance.
-                        None if silence_at.is_some_and(|s| Instant::now() >= s) => {
-                            self.silence_at = None;
-                            None
-                        }
-                        // Only a watchdog wake-up.
-                        None => continue,
-                    }
-                }
-            };
-            let keep_going = match next {
-                // Silence: the newest partial is the final; speech ended `endpoint` ago.
-                None => {
-                    self.silences.fetch_add(1, Ordering::Relaxed);
-                    self.finish(None, Instant::now() - endpoint)
-                }
-                Some(Inbound::End) => {
-                    if self.open {
-                        self.finish(None, Instant::now());
-                    }
-                    false
-                }
-                Some(Inbound::Event(ev)) => self.event(ev),
-            };
-            if !keep_going {
-                return Stop::End;
+            Ok(Inbound::End) | Err(_) => {
+                self.input_ended = true;
+                Next::End
             }
         }
     }
 
-    /// Handles one event; false when the output is gone.
-    /// (Gaps in audio time are endpointed by the dialect, which sends a final.)
-    fn event(&mut self, ev: Event) -> bool {
-        match ev.kind {
-            EventKind::Partial => {
-                self.open = true;
-                self.newest.clone_from(&ev.text);
-                if self.pending.replace(ev).is_some() {
-                    self.stale += 1;
+    /// An event that arrived while the retriever waited. When an index was staged
+    /// meanwhile (SIGHUP during the wait), it is kept for after the swap and a boundary
+    /// asked first, so that a question asked after the reload is answered from the new
+    /// index.
+    fn arrived(&mut self, m: Result<Inbound, crossbeam_channel::RecvError>) -> Next<Instant> {
+        match m {
+            Ok(m)
+                if !self.boundary_asked && self.draining.is_none() && self.live.swap_pending() =>
+            {
+                self.carry = Some(m);
+                self.boundary_asked = true;
+                Next::Boundary
+            }
+            m => self.inbound(m),
+        }
+    }
+
+    /// A stop: the events already waiting are still taken (a final read just before the
+    /// signal is answered), nothing after them.
+    fn stop(&mut self) {
+        if self.draining.is_none() {
+            self.draining = Some(self.events.len());
+        }
+    }
+
+    /// Hands a message to the writer without waiting; false when the writer is gone.
+    fn send(&mut self, msg: Outbound) -> bool {
+        let speculative = matches!(msg, Outbound::Speculative { .. });
+        if speculative && self.out.len() >= SPECULATIVE_ROOM {
+            bump(&self.counts.speculative_dropped);
+            return true;
+        }
+        let answer = Answer {
+            index: self.index.clone(),
+            msg,
+        };
+        match self.out.try_send(answer) {
+            Ok(()) => {
+                if speculative {
+                    bump(&self.counts.speculative_sent);
                 }
                 true
             }
-            // The final supersedes any partial still waiting.
-            EventKind::Final => self.finish(Some(&ev.text), ev.received),
+            Err(TrySendError::Full(a)) => {
+                match a.msg {
+                    Outbound::Speculative { .. } => {
+                        bump(&self.counts.speculative_dropped);
+                    }
+                    Outbound::Final { utterance, .. } => {
+                        let finals = bump(&self.counts.finals_dropped);
+                        // One line per episode, and at most one per LAG_LOG_EVERY.
+                        let now = Instant::now();
+                        if self.lag_logged.is_none_or(|t| now - t >= LAG_LOG_EVERY) {
+                            self.lag_logged = Some(now);
+                            log::warn!(
+                                "output lagging ({OUTPUT_BACKLOG} results waiting): result of \
+                                 utterance {utterance} dropped; {finals} finals and {} speculative \
+                                 events dropped so far",
+                                self.counts.speculative_dropped.load(Ordering::Relaxed)
+                            );
+                        }
+                    }
+                }
+                true
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        }
+    }
+}
+
+impl<'i, E: Embed> Driver<StreamingRetriever<'i, E>> for Live {
+    type Time = Instant;
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn poll(&mut self) -> Next<Instant> {
+        // A validated index waits: finish the open utterance on the old one, then swap.
+        if !self.boundary_asked && self.draining.is_none() && self.live.swap_pending() {
+            self.boundary_asked = true;
+            return Next::Boundary;
+        }
+        if let Some(m) = self.carry.take() {
+            return self.inbound(Ok(m));
+        }
+        if self.draining.is_none() {
+            match self.control.try_recv() {
+                Ok(Control::Stop) | Err(TryRecvError::Disconnected) => self.stop(),
+                Err(TryRecvError::Empty) => {}
+            }
+        }
+        if let Some(left) = self.draining {
+            // Stopping: what arrived before the stop, then the end.
+            return match self.events.try_recv() {
+                Ok(m) if left > 0 => {
+                    self.draining = Some(left - 1);
+                    self.inbound(Ok(m))
+                }
+                _ => Next::End,
+            };
+        }
+        match self.events.try_recv() {
+            Ok(m) => self.inbound(Ok(m)),
+            Err(TryRecvError::Empty) => Next::Empty,
+            Err(TryRecvError::Disconnected) => self.inbound(Err(crossbeam_channel::RecvError)),
         }
     }
 
-    fn observe_pending(&mut self) {
-        let Some(ev) = self.pending.take() else {
-            return;
-        };
-        let observed = match self.r.observe(&ev.text) {
+    fn wait(&mut self, deadline: Option<Instant>) -> Next<Instant> {
+        let now = Instant::now();
+        // At least every TICK, and as often as the watchdog needs.
+        let tick = self.notifier.wake_interval().map_or(TICK, |w| w.min(TICK));
+        let wake = deadline.map_or(tick, |d| d.saturating_duration_since(now).min(tick));
+        select! {
+            // A stop, or the supervisor is gone: the next poll drains, then ends.
+            recv(self.control) -> _ => {
+                self.stop();
+                Next::Woke
+            }
+            recv(self.events) -> m => self.arrived(m),
+            default(wake) => {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    Next::Timeout
+                } else {
+                    Next::Woke
+                }
+            }
+        }
+    }
+
+    // Runs on every turn of the retriever loop, at least every TICK: the watchdog is fed
+    // from here, so a stuck loop stops feeding it and systemd restarts the daemon.
+    fn tick(&mut self) {
+        notify::test_stall();
+        self.notifier
+            .alive(self.counts.utterances.load(Ordering::Relaxed));
+    }
+
+    fn observed(
+        &mut self,
+        r: &mut StreamingRetriever<'i, E>,
+        utterance: u64,
+        ev: Event,
+        _started: Instant,
+        result: Result<Observed, EmbedError>,
+    ) -> Flow {
+        let observed = match result {
             Ok(o) => o,
             Err(e) => {
                 log::error!("input line {}: {e}; partial skipped", ev.line);
-                return;
+                return Flow::Continue;
             }
         };
-        let cfg = self.r.config();
+        let cfg = r.config();
         let lexical_ran = cfg.enabled && cfg.retriever.uses_lexical();
-        if !self.opts.emit_speculative || (observed != Observed::Speculated && !lexical_ran) {
-            return;
+        if !self.emit_speculative || (observed != Observed::Speculated && !lexical_ran) {
+            return Flow::Continue;
         }
         // The fused best guess, sent when a dense speculation ran or the guess changed.
         let mut candidates = heapless::Vec::new();
-        for c in self.r.speculative_guess(SPECULATIVE_SHOWN) {
+        for c in r.speculative_guess(SPECULATIVE_SHOWN) {
             let _ = candidates.push(c.index);
         }
         if candidates.is_empty() || (observed != Observed::Speculated && candidates == self.shown) {
-            return;
+            return Flow::Continue;
         }
         self.shown.clone_from(&candidates);
         let msg = Outbound::Speculative {
-            utterance: self.utterance,
+            utterance,
             partial: ev.text,
             candidates,
         };
-        let _ = self.out.send(ToWriter::Out(msg));
+        if self.send(msg) {
+            Flow::Continue
+        } else {
+            Flow::Stop
+        }
     }
 
-    /// Ends the open utterance with `final_text` (None: its newest partial); false when
-    /// the output is gone.
-    fn finish(&mut self, final_text: Option<&Text>, eou: Instant) -> bool {
-        if self.pending.take().is_some() {
-            self.stale += 1;
-        }
-        self.open = false;
+    fn finished(&mut self, _r: &mut StreamingRetriever<'i, E>, f: Finished<Instant>) -> Flow {
         self.shown.clear();
-        let text = final_text.cloned().unwrap_or_else(|| self.newest.clone());
-        self.newest.clear();
-        let utterance = self.utterance;
-        self.utterance += 1;
-        let outcome = match self.r.finalize(&text) {
+        if f.ending == Ending::Silence {
+            self.silences.fetch_add(1, Ordering::Relaxed);
+        }
+        let outcome = match f.outcome {
             Ok(o) => o,
             Err(e) => {
-                log::error!("utterance {utterance}: {e}; no results");
-                return true;
+                log::error!("utterance {}: {e}; no results", f.utterance);
+                return Flow::Continue;
             }
         };
-        self.stats.utterances += 1;
+        bump(&self.counts.utterances);
         let msg = Outbound::Final {
-            utterance,
-            text,
+            utterance: f.utterance,
+            text: f.text,
             outcome: Box::new(outcome),
-            eou_to_result_ms: eou.elapsed().as_secs_f64() * 1e3,
-            stale_dropped: std::mem::take(&mut self.stale),
+            eou_to_result_ms: f.latency.as_secs_f64() * 1e3,
+            stale_dropped: f.stale,
         };
-        self.out.send(ToWriter::Out(msg)).is_ok()
+        if self.send(msg) {
+            Flow::Continue
+        } else {
+            Flow::Stop
+        }
     }
 }
 
-/// The writer thread: results → JSON lines. A closed output stops it.
-fn write_results(mut output: Box<dyn Write + Send>, mut index: Arc<Index>, rx: Receiver<ToWriter>) {
-    for msg in rx {
-        let msg = match msg {
-            ToWriter::Out(m) => m,
-            ToWriter::Index(new) => {
-                index = new; // the old mapping goes when its last result is printed
-                continue;
-            }
-        };
-        if let Err(e) = write_message(&mut output, &index, &msg) {
-            let closed = e
-                .downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe);
-            if !closed {
-                log::error!("writing results: {e:#}");
+/// The writer thread: answers → JSON lines, each serialised once into a reused buffer
+/// and written with one `write_all`. A closed output stops it (quietly: the consumer
+/// went away), as does any other write error (logged).
+fn write_answers(mut output: Box<dyn Write + Send>, rx: Receiver<Answer>, counts: &Counters) {
+    let mut buf = Vec::with_capacity(64 * 1024);
+    for a in rx {
+        buf.clear();
+        if let Err(e) = encode_message(&mut buf, &a.index, &a.msg) {
+            log::error!("result not written: {e:#}");
+            bump(&counts.failed);
+            continue;
+        }
+        if let Err(e) = output.write_all(&buf).and_then(|()| output.flush()) {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                log::error!("writing results: {e}");
             }
             return; // dropping rx makes the retriever's next send fail: it stops
         }
+        bump(&counts.written);
     }
 }
 
-/// SIGINT/SIGTERM → an `End` event: the retriever finishes the open utterance and stops.
-fn install_signal_handler(tx: Sender<Inbound>) -> anyhow::Result<()> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
-    std::thread::Builder::new()
-        .name("primd-signals".into())
-        .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
-                log::info!("signal {sig}: finishing the open utterance, then exiting");
-                let _ = tx.send(Inbound::End);
-            }
-        })?;
-    Ok(())
-}
+#[cfg(test)]
+mod tests;

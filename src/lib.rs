@@ -6,7 +6,8 @@
 //! [`embed`] (text → unit vector) → [`search`] over an [`index`] (1-bit scan with the
 //! [`scan`] kernels, int8 rerank), with [`lexical`] BM25 over the index's lexical
 //! section, the two fused by [`hybrid`] ([`fusion`] rules) → [`output`] (JSON lines). [`daemon`] wires these with
-//! threads and channels; [`config`] turns the TOML file and flags into checked settings.
+//! threads and channels around the [`scheduler`] (the order of work, which [`eval`]
+//! drives too, on a virtual clock); [`config`] turns the TOML file and flags into checked settings.
 //! [`eval`] replays queries and recorded streams through the same code to measure it.
 //!
 //! The command line lives in `main.rs` and `cmd/`; everything else is this library, so
@@ -29,6 +30,7 @@ pub mod output;
 pub mod parallel;
 pub mod qgemm;
 pub mod scan;
+pub mod scheduler;
 pub mod search;
 pub mod stream;
 #[doc(hidden)]

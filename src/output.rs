@@ -1,11 +1,11 @@
-//! Results → JSON lines on stdout (or any writer).
+//! Results → JSON lines.
 //!
-//! The retriever sends compact messages (passage positions, scores, timings); this side
-//! looks the passages up in the index and serialises them, so the retriever's hot path
-//! never formats or allocates. A closed pipe ends the writer quietly: the daemon then
-//! shuts down as if its input had ended.
-
-use std::io::Write;
+//! The retriever sends compact messages (passage positions, scores, timings); the
+//! daemon's writer thread looks the passages up in the index and serialises them here,
+//! so the retriever's hot path never formats or allocates. Each message becomes one
+//! complete line in a buffer the caller reuses, which the writer then writes with one
+//! `write_all`: a consumer never sees half a line followed by a stall, and a slow
+//! consumer costs one buffer, not a formatter per message.
 
 use serde::Serialize;
 
@@ -113,8 +113,17 @@ struct SpeculativeJson<'a> {
     candidates: Vec<CandidateJson<'a>>,
 }
 
-/// Writes one message as one JSON line and flushes (a voice agent waits for it).
-pub fn write_message(out: &mut impl Write, index: &Index, msg: &Outbound) -> anyhow::Result<()> {
+/// Appends one message to `out` as one JSON line (newline included).
+pub fn encode_message(out: &mut Vec<u8>, index: &Index, msg: &Outbound) -> anyhow::Result<()> {
+    let start = out.len();
+    let r = encode(out, index, msg);
+    if r.is_err() {
+        out.truncate(start); // never half a line
+    }
+    r
+}
+
+fn encode(out: &mut Vec<u8>, index: &Index, msg: &Outbound) -> anyhow::Result<()> {
     match msg {
         Outbound::Final {
             utterance,
@@ -177,7 +186,6 @@ pub fn write_message(out: &mut impl Write, index: &Index, msg: &Outbound) -> any
             serde_json::to_writer(&mut *out, &line)?;
         }
     }
-    out.write_all(b"\n")?;
-    out.flush()?;
+    out.push(b'\n');
     Ok(())
 }

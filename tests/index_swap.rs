@@ -400,6 +400,7 @@ fn in_process_an_utterance_in_flight_finishes_on_the_old_index() {
             live2,
             Box::new(BufReader::new(reader)),
             Box::new(Lines(Vec::new(), tx)),
+            crossbeam_channel::never(),
         )
         .unwrap()
     });

@@ -1,7 +1,9 @@
-//! `primd run`: settings → model + index → the daemon.
+//! `primd run`: settings → model + index → the daemon; its end → the exit status.
 
 use std::io::BufRead;
+use std::os::fd::AsFd;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use primd::config::{self, Layer1};
@@ -50,6 +52,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             .with_context(|| format!("opening input {:?}", args.input))?;
         Box::new(std::io::BufReader::new(file))
     };
+    // Results go straight to file descriptor 1, one write(2) per line: no buffering of
+    // std's stdout and no lock held across a blocked write.
+    let stdout = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .context("duplicating stdout")?;
     log::info!(
         "serving {} passages from {:?}; {retriever} retriever; streaming {}",
         index.len(),
@@ -60,17 +68,32 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         dialect: Some(args.dialect.0),
         emit_speculative: args.emit_speculative,
         pace: args.pace.unwrap_or(0.0),
+        stop_grace: Duration::from_millis(args.stop_grace_ms),
     };
     drop(index);
-    let _pid_file = args.pid_file.as_deref().map(PidFile::write).transpose()?;
-    daemon::run(
+    // From here SIGINT/SIGTERM no longer kill the process: the daemon handles them.
+    let signals = daemon::signals()?;
+    let pid_file = args.pid_file.as_deref().map(PidFile::write).transpose()?;
+    let stats = daemon::run(
         &cfg,
         &dopts,
         embedder,
         live,
         input,
-        Box::new(std::io::stdout()),
+        Box::new(std::fs::File::from(stdout)),
+        signals,
     )?;
+    if let Some(sig) = stats.forced {
+        // A second signal: now, whatever the other threads are doing.
+        drop(pid_file);
+        std::process::exit(128 + sig);
+    }
+    if stats.timed_out {
+        anyhow::bail!(
+            "stopped with the output blocked: {} results not written",
+            stats.unwritten
+        );
+    }
     Ok(())
 }
 

@@ -1,30 +1,27 @@
 //! Real-stream replay: recorded recognizer partials through the daemon's
 //! [`StreamingRetriever`], streaming vs the `enabled = false` baseline.
 //!
-//! The replay runs as fast as the machine allows (no sleeping) but keeps the order of
-//! work the daemon would have at real time, on a virtual clock in audio seconds that
-//! advances by the *measured* duration of each piece of work:
-//! - events are the utterance's partials at their audio times `t`, then its final at
-//!   the end of the audio;
-//! - the retriever takes the newest waiting event when it is free (the daemon drains
-//!   its queue and only looks at the newest partial; a final supersedes a partial still
-//!   waiting): a partial whose next event arrives before the retriever is free is
-//!   superseded, never observed. The recordings stamp the last partial and the final
-//!   at the same instant, so the last partial is usually superseded, as it is in
-//!   `primd run` fed the same recording;
-//! - after observing a partial, if no event has arrived yet the retriever does its idle
-//!   work ([`StreamingRetriever::idle`]: embed the newest partial), which, like in the
-//!   daemon, cannot be interrupted;
-//! - each record is one utterance, ended by its final (the daemon's silence endpoint
-//!   never fires inside these recordings: partials are at most 0.5 s apart).
+//! The replay runs the daemon's own [`Scheduler`] (drain, newest partial wins, idle
+//! embed, silence endpoint, finals never dropped), driven by a virtual clock instead of
+//! the wall clock: time is audio seconds, events arrive at their `t` (each partial, then
+//! the final at the end of the audio), and each piece of work advances the clock by
+//! its *measured* duration. So the replay runs as fast as the machine allows (no
+//! sleeping) and keeps the order of work the daemon would have at real time: a partial
+//! whose successor arrives before the retriever is free is superseded, never observed
+//! (the recordings stamp the last partial and the final at the same instant, so the
+//! last partial is usually superseded, as it is in `primd run` fed the same recording);
+//! idle work runs only when nothing has arrived; the final waits for work in progress.
+//! Each record is one utterance, ended by its final (the silence endpoint,
+//! `endpoint_ms`, would end it earlier only if the recording had a longer gap; the
+//! record is then judged on the utterance its final ends).
 //!
 //! Latency is what the daemon reports as `eou_to_result`: the time the final waited for
-//! work in progress (virtual clock) plus the wall-clock time of
-//! [`StreamingRetriever::finalize`], measured around the call. Given the measured
-//! durations the order of work is deterministic; on a slower or busier machine more
-//! partials are superseded, exactly as they would be in the daemon.
+//! work in progress plus the time of [`StreamingRetriever::finalize`], both on the
+//! virtual clock, i.e. measured. Given the measured durations the order of work is
+//! deterministic; on a slower or busier machine more partials are superseded, exactly
+//! as they would be in the daemon.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -32,9 +29,11 @@ use super::data::{Qrels, Relevance, StreamRecord};
 use super::metrics::{self, pareto_front};
 use super::progress::{Progress, run_parallel};
 use crate::config::RunConfig;
-use crate::embed::Embed;
+use crate::embed::{Embed, EmbedError};
 use crate::hybrid::HybridSearcher;
 use crate::index::Index;
+use crate::input::{Event, EventKind, to_text};
+use crate::scheduler::{Driver, Finished, Flow, Next, Scheduler, Seconds, Time};
 use crate::stream::normalize::Normalizer;
 use crate::stream::{Counts, FinalPath, Observed, StreamConfig, StreamingRetriever};
 
@@ -45,7 +44,7 @@ pub struct UttResult {
     pub hit1: bool,
     pub hit10: bool,
     /// End of utterance → results, milliseconds: waiting for work in progress, then
-    /// `finalize` (wall clock).
+    /// `finalize` (measured).
     pub latency_ms: f64,
     /// The part of it the final waited for work in progress.
     pub waited_ms: f64,
@@ -63,57 +62,197 @@ pub struct UttResult {
     pub min_gap_ms: f64,
 }
 
-/// Replays one utterance through `r` (which is reset after it).
+/// The virtual-clock driver of the scheduler over one record.
+struct Replay<'a> {
+    rec: &'a StreamRecord,
+    final_t: f64,
+    /// Index of the next event to arrive (the partials, then the final).
+    next: usize,
+    now: Seconds,
+    /// `received` of the events (unused on this clock).
+    epoch: Instant,
+    is_rel: &'a dyn Fn(u32) -> bool,
+    first_relevant_s: Option<f64>,
+    /// Start of the last observed partial's work, until the retriever waits.
+    work_start: Option<Seconds>,
+    max_work: Duration,
+    min_gap_ms: f64,
+    /// The speculative candidates after the newest observed partial (what the final
+    /// is judged against: idle work does not change them).
+    speculative: Vec<u32>,
+    finished: Option<Finished<Seconds>>,
+    error: Option<EmbedError>,
+}
+
+impl Replay<'_> {
+    fn events(&self) -> usize {
+        self.rec.partials.len() + 1
+    }
+
+    fn t_of(&self, i: usize) -> f64 {
+        self.rec.partials.get(i).map_or(self.final_t, |p| p.t)
+    }
+
+    /// Takes the next event.
+    fn take(&mut self) -> Next<Seconds> {
+        let i = self.next;
+        self.next += 1;
+        let (kind, text) = match self.rec.partials.get(i) {
+            Some(p) => (EventKind::Partial, &p.text),
+            None => (EventKind::Final, &self.rec.final_text),
+        };
+        let t = self.t_of(i);
+        let ev = Event {
+            kind,
+            text: to_text(text).0,
+            t: Some(t),
+            received: self.epoch,
+            line: i as u64 + 1,
+        };
+        Next::Event(ev, Seconds(t))
+    }
+
+    fn stop_on(&mut self, e: EmbedError) -> Flow {
+        self.error = Some(e);
+        Flow::Stop
+    }
+}
+
+impl<'i, E: Embed> Driver<StreamingRetriever<'i, E>> for Replay<'_> {
+    type Time = Seconds;
+
+    fn now(&self) -> Seconds {
+        self.now
+    }
+
+    fn poll(&mut self) -> Next<Seconds> {
+        if self.next == self.events() {
+            Next::End
+        } else if Seconds(self.t_of(self.next)) <= self.now {
+            self.take()
+        } else {
+            Next::Empty
+        }
+    }
+
+    fn wait(&mut self, deadline: Option<Seconds>) -> Next<Seconds> {
+        self.work_start = None;
+        if self.next == self.events() {
+            return Next::End;
+        }
+        let t = Seconds(self.t_of(self.next));
+        match deadline {
+            Some(d) if d < t => {
+                self.now = d;
+                Next::Timeout
+            }
+            _ => {
+                if self.now < t {
+                    self.now = t;
+                }
+                self.take()
+            }
+        }
+    }
+
+    fn work<R>(
+        &mut self,
+        w: &mut StreamingRetriever<'i, E>,
+        f: impl FnOnce(&mut StreamingRetriever<'i, E>) -> R,
+    ) -> R {
+        let t0 = Instant::now();
+        let r = f(w);
+        self.now = self.now.plus(t0.elapsed());
+        r
+    }
+
+    fn observed(
+        &mut self,
+        r: &mut StreamingRetriever<'i, E>,
+        _utterance: u64,
+        ev: Event,
+        started: Seconds,
+        result: Result<Observed, EmbedError>,
+    ) -> Flow {
+        let observed = match result {
+            Ok(o) => o,
+            Err(e) => return self.stop_on(e),
+        };
+        self.work_start = Some(started);
+        self.max_work = self.max_work.max(self.now.since(started));
+        let t = ev.t.unwrap_or(0.0);
+        let next_t = self.t_of(ev.line as usize); // the event after this one
+        self.min_gap_ms = self.min_gap_ms.min((next_t - t) * 1e3);
+        // New speculative candidates: a dense scan, or (lexical retrievers) every partial.
+        let refreshed = observed == Observed::Speculated
+            || (r.config().enabled && r.config().retriever.uses_lexical());
+        if refreshed
+            && self.first_relevant_s.is_none()
+            && r.speculative_candidates().any(|p| (self.is_rel)(p))
+        {
+            self.first_relevant_s = Some(self.now.0);
+        }
+        self.speculative.clear();
+        self.speculative.extend(r.speculative_candidates());
+        Flow::Continue
+    }
+
+    fn idled(&mut self, _started: Seconds, result: Result<bool, EmbedError>) -> Flow {
+        if let Err(e) = result {
+            return self.stop_on(e);
+        }
+        if let Some(s) = self.work_start {
+            self.max_work = self.max_work.max(self.now.since(s));
+        }
+        Flow::Continue
+    }
+
+    fn finished(&mut self, _r: &mut StreamingRetriever<'i, E>, f: Finished<Seconds>) -> Flow {
+        self.work_start = None;
+        self.finished = Some(f);
+        Flow::Continue
+    }
+}
+
+/// Replays one utterance through `r` (which is reset after it) with the daemon's
+/// scheduler; `endpoint` is the daemon's silence endpoint.
 pub fn replay_one<E: Embed>(
     r: &mut StreamingRetriever<'_, E>,
     rec: &StreamRecord,
     relevant: &[u32],
     relevance: &Relevance,
+    endpoint: Duration,
 ) -> anyhow::Result<UttResult> {
     let is_rel = |passage: u32| relevant.binary_search(&relevance.doc(passage)).is_ok();
-    let final_t = rec.final_t();
-    let mut first_relevant_s = None;
-    let mut superseded = 0;
-    let mut max_work: f64 = 0.0;
-    let mut min_gap = f64::INFINITY;
-    // Audio time (s) at which the retriever is next free.
-    let mut free_at = f64::NEG_INFINITY;
-    for (i, p) in rec.partials.iter().enumerate() {
-        let next_t = rec.partials.get(i + 1).map_or(final_t, |n| n.t);
-        let start = free_at.max(p.t);
-        if next_t <= start {
-            superseded += 1; // a newer event is waiting when the retriever gets to it
-            continue;
-        }
-        min_gap = min_gap.min((next_t - p.t) * 1e3);
-        let t0 = Instant::now();
-        let observed = r.observe(&p.text)?;
-        free_at = start + t0.elapsed().as_secs_f64();
-        // New speculative candidates: a dense scan, or (lexical retrievers) every partial.
-        let refreshed = observed == Observed::Speculated
-            || (r.config().enabled && r.config().retriever.uses_lexical());
-        if refreshed && first_relevant_s.is_none() && r.speculative_candidates().any(is_rel) {
-            first_relevant_s = Some(free_at);
-        }
-        if free_at < next_t {
-            let t1 = Instant::now();
-            r.idle()?; // queue empty: idle work
-            free_at += t1.elapsed().as_secs_f64();
-        }
-        max_work = max_work.max(t0.elapsed().as_secs_f64() * 1e3);
+    let mut replay = Replay {
+        rec,
+        final_t: rec.final_t(),
+        next: 0,
+        now: Seconds(0.0),
+        epoch: Instant::now(),
+        is_rel: &is_rel,
+        first_relevant_s: None,
+        work_start: None,
+        max_work: Duration::ZERO,
+        min_gap_ms: f64::INFINITY,
+        speculative: Vec::new(),
+        finished: None,
+        error: None,
+    };
+    Scheduler::new(endpoint).run(r, &mut replay);
+    if let Some(e) = replay.error {
+        return Err(e.into());
     }
-    // The speculation the final will be judged against (finalize reuses the buffer).
-    let speculative: Vec<u32> = r.speculative_candidates().collect();
-    let speculated = r.counts().speculative_searches > 0 || r.counts().lexical_searches > 0;
-    let waited_ms = (free_at - final_t).max(0.0) * 1e3;
-    let t0 = Instant::now();
-    let outcome = r.finalize(&rec.final_text)?;
-    let latency_ms = waited_ms + t0.elapsed().as_secs_f64() * 1e3;
+    let f = replay
+        .finished
+        .ok_or_else(|| anyhow::anyhow!("stream {}: no utterance ended", rec.id))?;
+    let outcome = f.outcome?;
     let top10 = &outcome.hits[..outcome.hits.len().min(10)];
+    let speculated = outcome.counts.speculative_searches > 0 || outcome.counts.lexical_searches > 0;
     let overlap = (speculated && !top10.is_empty()).then(|| {
         let shared = top10
             .iter()
-            .filter(|h| speculative.contains(&h.index))
+            .filter(|h| replay.speculative.contains(&h.index))
             .count();
         shared as f64 / top10.len() as f64
     });
@@ -121,15 +260,15 @@ pub fn replay_one<E: Embed>(
         path: outcome.path,
         hit1: top10.first().is_some_and(|h| is_rel(h.index)),
         hit10: top10.iter().any(|h| is_rel(h.index)),
-        latency_ms,
-        waited_ms,
+        latency_ms: f.latency.as_secs_f64() * 1e3,
+        waited_ms: f.waited.as_secs_f64() * 1e3,
         counts: outcome.counts,
-        first_relevant_s,
-        audio_s: final_t,
+        first_relevant_s: replay.first_relevant_s,
+        audio_s: replay.final_t,
         overlap,
-        superseded,
-        max_partial_work_ms: max_work,
-        min_gap_ms: min_gap,
+        superseded: f.stale,
+        max_partial_work_ms: replay.max_work.as_secs_f64() * 1e3,
+        min_gap_ms: replay.min_gap_ms,
     })
 }
 
@@ -172,7 +311,15 @@ pub fn replay<E: Embed>(
                 Normalizer::new(cfg.fillers.iter().map(String::as_str)),
             ))
         },
-        |r, _, (rec, rel)| replay_one(r, rec, rel, relevance),
+        |r, _, (rec, rel)| {
+            replay_one(
+                r,
+                rec,
+                rel,
+                relevance,
+                Duration::from_millis(cfg.endpoint_ms),
+            )
+        },
     )
 }
 

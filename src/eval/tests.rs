@@ -20,6 +20,9 @@ use crate::index::{Index, IndexMeta, PassageRecord, write_index};
 use crate::stream::normalize::Normalizer;
 use crate::stream::{FinalPath, StreamingRetriever};
 
+/// The daemon's default silence endpoint.
+const ENDPOINT: std::time::Duration = std::time::Duration::from_millis(800);
+
 const PASSAGES: &[(&str, &str)] = &[
     ("peru", "peru lima andes"),               // P0
     ("japan", "japan tokyo fuji"),             // P1
@@ -227,7 +230,7 @@ fn stream_replay_keeps_the_daemons_order_of_work() {
     // The final comes at the same audio time as the last partial: that partial is
     // superseded, so the final must be embedded; its cosine to the last speculation
     // ("tokyo japan", .82) is under the reflector's 0.90: a full search.
-    let a = replay_one(&mut r, &utterance(1.5), &rel, &relevance).unwrap();
+    let a = replay_one(&mut r, &utterance(1.5), &rel, &relevance, ENDPOINT).unwrap();
     assert_eq!(a.superseded, 1);
     assert_eq!(a.counts.speculative_searches, 2);
     assert_eq!(a.path, FinalPath::Full);
@@ -245,12 +248,12 @@ fn stream_replay_keeps_the_daemons_order_of_work() {
 
     // The final 0.5 s after the last partial: the partial is observed (a third
     // speculation) and the final reuses its embedding.
-    let b = replay_one(&mut r, &utterance(2.0), &rel, &relevance).unwrap();
+    let b = replay_one(&mut r, &utterance(2.0), &rel, &relevance, ENDPOINT).unwrap();
     assert_eq!((b.superseded, b.counts.speculative_searches), (0, 3));
     assert_eq!(b.path, FinalPath::Reuse);
 
     let mut base = retriever(false);
-    let z = replay_one(&mut base, &utterance(1.5), &rel, &relevance).unwrap();
+    let z = replay_one(&mut base, &utterance(1.5), &rel, &relevance, ENDPOINT).unwrap();
     assert_eq!(
         (z.path, z.counts.speculative_searches),
         (FinalPath::Full, 0)
@@ -377,7 +380,7 @@ fn stream_replay_queues_events_behind_work_in_progress() {
         ],
         final_text: "Tokyo Japan Fuji volcano".into(),
     };
-    let u = replay_one(&mut r, &rec, &rel, &relevance).unwrap();
+    let u = replay_one(&mut r, &rec, &rel, &relevance, ENDPOINT).unwrap();
     assert_eq!(u.superseded, 1);
     assert_eq!(
         u.counts.embeds, 3,

@@ -104,6 +104,26 @@ impl LiveIndex {
         })
     }
 
+    /// An index that is served as it is: no lease, and a reload opens its path again
+    /// with the default [`Serve`] (tests, and callers that opened the index themselves).
+    pub fn fixed(index: Arc<Index>) -> LiveIndex {
+        let fingerprint = index.meta().fingerprint;
+        LiveIndex {
+            path: index.path().to_path_buf(),
+            serve: Serve {
+                lease: false,
+                ..Serve::default()
+            },
+            staged: AtomicBool::new(false),
+            slots: Mutex::new(Slots {
+                current: Held { index, lease: None },
+                staged: None,
+                fingerprint,
+                lexical_for: None,
+            }),
+        }
+    }
+
     /// Later reloads must have a lexical section, because `retriever` (named in the
     /// refusal) uses it.
     pub fn require_lexical(&self, retriever: &str) {
