@@ -327,9 +327,15 @@ fn speculative_step(c: &mut Criterion, name: &str, passages: &[PassageRecord], q
             .collect()
     };
     let vectors = unit(passages.len());
+    // With PRIMD_BENCH_INDEX (built by build-index), its model fingerprint, so that the
+    // synthetic index can be served by `primd run` (PRIMD_BENCH_KEEP_INDEX: where the
+    // 100k one is kept; for the daemon's memory figure).
+    let fingerprint = std::env::var_os("PRIMD_BENCH_INDEX")
+        .and_then(|p| primd::index::Index::open(std::path::Path::new(&p)).ok())
+        .map_or([0; 32], |ix| ix.meta().fingerprint);
     let meta = IndexMeta {
         dim: dim as u32,
-        fingerprint: [0; 32],
+        fingerprint,
         chunk_words: 0,
         overlap_words: 0,
     };
@@ -403,7 +409,15 @@ fn speculative_step(c: &mut Criterion, name: &str, passages: &[PassageRecord], q
     g.finish();
     drop(searcher);
     drop(index);
-    let _ = std::fs::remove_file(&path);
+    match std::env::var_os("PRIMD_BENCH_KEEP_INDEX") {
+        Some(keep) if passages.len() == 100_000 => {
+            std::fs::rename(&path, &keep).unwrap();
+            eprintln!("kept the 100k-passage index as {}", keep.to_string_lossy());
+        }
+        _ => {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
 }
 
 fn spoken_squad() -> Option<(Vec<PassageRecord>, Vec<String>)> {
@@ -476,7 +490,7 @@ fn lexical(c: &mut Criterion) {
             format!("lexical_{:.1}k", n as f64 / 1000.0)
         };
         let char4 = section(n, &DEFAULT_ANALYZER, &passages);
-        if n <= 100_000 {
+        if n <= 100_000 && std::env::var_os("PRIMD_BENCH_QUICK").is_none() {
             speculative_step(c, &name, &passages, &queries);
         }
         if n <= 100_000 && std::env::var_os("PRIMD_BENCH_QUICK").is_none() {
