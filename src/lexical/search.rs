@@ -17,7 +17,10 @@
 //!   without decoding anything. Char n-gram queries are many terms of which most are
 //!   very common ("_the", "tion"), which is exactly what this prunes; and scoring a
 //!   window term at a time avoids the per-document minimum over dozens of cursors that
-//!   classic document-at-a-time MaxScore pays.
+//!   classic document-at-a-time MaxScore pays. Before the top-k is full (the first
+//!   window), θ is seeded from the k-th best partial score once the strongest terms are
+//!   scored. A corpus of one window is scored term at a time: there the probes cost more
+//!   than the postings they save.
 //!
 //! A query term's weight is its count in the query plus `extra_weight` times its count in
 //! `extra` (Counter-style query term frequency, as the reference Python BM25).
@@ -163,7 +166,15 @@ impl LexicalSearcher {
         if !self.prepare(lex, query, extra, extra_weight, k, out) {
             return;
         }
-        if self.terms.len() > MAXSCORE_MAX_TERMS {
+        // One window (a small corpus): term at a time. MaxScore could prune there too,
+        // from a θ seeded by the strongest terms' partial scores, but its probes (a
+        // cursor step per candidate and non-essential term) cost more than scoring the
+        // few thousand postings they avoid (measured on Spoken-SQuAD: 2x slower).
+        let window = match self.window {
+            0 => WINDOW,
+            w => w.next_multiple_of(64),
+        };
+        if self.terms.len() > MAXSCORE_MAX_TERMS || lex.doc_count() <= window {
             self.term_at_a_time(lex, k, out);
         } else {
             self.maxscore(lex, k, out);
@@ -333,8 +344,9 @@ impl LexicalSearcher {
                 // accumulators. Until the top-k is full there is no θ to prune with;
                 // then the k-th best partial score of the window seeds one (partial
                 // scores only grow, so k documents end at least that high), and the
-                // weakest terms not yet scored may turn non-essential. This is what lets
-                // a one-window corpus prune at all.
+                // weakest terms not yet scored may turn non-essential (first window of
+                // 100k Zipf passages: 11% of the postings scored instead of 14% at top-10,
+                // 14% faster).
                 let k_top = self.top.k;
                 let mut p = m;
                 let (mut win_scored, mut estimate_at) = (0u64, k_top.max(1) as u64);
