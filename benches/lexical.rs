@@ -23,6 +23,12 @@
 //!         # + an index built by build-index (its own lexical section, exactly what primd
 //!         # serves) and every "text" of a query JSONL: the same corpus and questions a
 //!         # peer (tools/bench/bm25_peer.py) is given
+//!
+//! Also, at 2.4k and 100k (not with PRIMD_BENCH_QUICK): `speculative_step`, what
+//! `primd run` does per partial in hybrid mode besides embedding (lexical top-100, 1-bit
+//! scan top-100, the union fused as `--emit-speculative`'s guess). With PRIMD_BENCH_INDEX
+//! its 100k index carries that index's model fingerprint, and PRIMD_BENCH_KEEP_INDEX=FILE
+//! keeps it, so `primd run --index FILE` can serve it (the daemon's memory figure).
 
 use std::hint::black_box;
 use std::path::PathBuf;
