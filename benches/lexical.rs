@@ -19,6 +19,16 @@
 //!     cargo bench --bench lexical                     # 2.4k, 100k (+ Spoken-SQuAD)
 //!     PRIMD_BENCH_1M=1 cargo bench --bench lexical    # + 1M
 //!     PRIMD_BENCH_QUICK=1 ...                         # char4 queries only (no build cost, no words)
+//!     PRIMD_BENCH_INDEX=ss.idx PRIMD_BENCH_QUERIES=queries.jsonl ...
+//!         # + an index built by build-index (its own lexical section, exactly what primd
+//!         # serves) and every "text" of a query JSONL: the same corpus and questions a
+//!         # peer (tools/bench/bm25_peer.py) is given
+//!
+//! Also, at 2.4k and 100k (not with PRIMD_BENCH_QUICK): `speculative_step`, what
+//! `primd run` does per partial in hybrid mode besides embedding (lexical top-100, 1-bit
+//! scan top-100, the union fused as `--emit-speculative`'s guess). With PRIMD_BENCH_INDEX
+//! its 100k index carries that index's model fingerprint, and PRIMD_BENCH_KEEP_INDEX=FILE
+//! keeps it, so `primd run --index FILE` can serve it (the daemon's memory figure).
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -167,57 +177,60 @@ fn section(n: usize, spec: &AnalyzerSpec, passages: &[PassageRecord]) -> Vec<u8>
 fn bench_queries(
     c: &mut Criterion,
     group: &str,
-    bytes: &[u8],
+    lex: &Lexical<'_>,
     queries: &[String],
     exhaustive: bool,
 ) {
-    let lex = Lexical::open(bytes).unwrap();
     let mut g = c.benchmark_group(group);
     g.sample_size(if lex.doc_count() >= 500_000 { 20 } else { 50 });
     let mut searcher = LexicalSearcher::new();
     let mut hits = Hits::new();
     // Every query once first (warm-up: buffers at their largest, pages mapped in), with
-    // what MaxScore did, on average.
-    let mut sum = [0f64; 6];
-    for q in queries {
-        searcher.search(&lex, q, "", 0.0, K, &mut hits);
-        let s = searcher.stats();
-        let skipped = f64::from(s.skipped_windows) / f64::from(s.windows.max(1));
-        for (a, x) in sum.iter_mut().zip([
-            s.terms as f64,
-            s.postings as f64,
-            s.scored as f64,
-            s.candidates as f64,
-            s.probes as f64,
-            skipped,
-        ]) {
-            *a += x / queries.len() as f64;
-        }
-    }
+    // what MaxScore did, on average, at top-100 and top-10.
     let spec = lex.spec().to_string();
-    eprintln!(
-        "{group} {spec}: per query {:.0} terms, {:.0} postings, MaxScore scored {:.0} \
-         ({:.0}%), {:.0} candidates, {:.0} probes, {:.0}% windows skipped",
-        sum[0],
-        sum[1],
-        sum[2],
-        100.0 * sum[2] / sum[1].max(1.0),
-        sum[3],
-        sum[4],
-        100.0 * sum[5]
-    );
+    for k in [K, 10] {
+        let mut sum = [0f64; 7];
+        for q in queries {
+            searcher.search(lex, q, "", 0.0, k, &mut hits);
+            let s = searcher.stats();
+            let skipped = f64::from(s.skipped_windows) / f64::from(s.windows.max(1));
+            for (a, x) in sum.iter_mut().zip([
+                s.terms as f64,
+                s.postings as f64,
+                s.scored as f64,
+                s.candidates as f64,
+                s.probes as f64,
+                skipped,
+                f64::from(s.windows),
+            ]) {
+                *a += x / queries.len() as f64;
+            }
+        }
+        eprintln!(
+            "{group} {spec} top-{k}: per query {:.0} terms, {:.0} postings, MaxScore scored \
+             {:.0} ({:.0}%), {:.0} candidates, {:.0} probes, {:.0} windows ({:.0}% skipped)",
+            sum[0],
+            sum[1],
+            sum[2],
+            100.0 * sum[2] / sum[1].max(1.0),
+            sum[3],
+            sum[4],
+            sum[6],
+            100.0 * sum[5]
+        );
+    }
     let mut i = 0;
     g.bench_function(format!("maxscore_{spec}"), |b| {
         b.iter(|| {
             i = (i + 1) % queries.len();
-            searcher.search(&lex, black_box(&queries[i]), "", 0.0, K, &mut hits);
+            searcher.search(lex, black_box(&queries[i]), "", 0.0, K, &mut hits);
             black_box(hits.len())
         })
     });
     g.bench_function(format!("maxscore_{spec}_k10"), |b| {
         b.iter(|| {
             i = (i + 1) % queries.len();
-            searcher.search(&lex, black_box(&queries[i]), "", 0.0, 10, &mut hits);
+            searcher.search(lex, black_box(&queries[i]), "", 0.0, 10, &mut hits);
             black_box(hits.len())
         })
     });
@@ -225,7 +238,7 @@ fn bench_queries(
         g.bench_function(format!("exhaustive_{spec}"), |b| {
             b.iter(|| {
                 i = (i + 1) % queries.len();
-                searcher.search_exhaustive(&lex, black_box(&queries[i]), "", 0.0, K, &mut hits);
+                searcher.search_exhaustive(lex, black_box(&queries[i]), "", 0.0, K, &mut hits);
                 black_box(hits.len())
             })
         });
@@ -278,6 +291,122 @@ fn build_cost(passages: &[PassageRecord]) {
     let _ = std::fs::remove_file(&path);
 }
 
+/// The speculative step `primd run` takes per partial in hybrid mode (`src/stream`): the
+/// lexical top-C of the partial, the 1-bit scan's top-C of its embedding, and their union
+/// scored and fused as `--emit-speculative`'s best guess is (`HybridSearcher::fuse`: the
+/// union, int8 cosines, min-max fusion). The embedding itself is not part of it (it runs
+/// only on a trigger, and costs what `benches/embed.rs` says); random unit vectors stand
+/// in for passages and partials, which changes nothing in the cost of a scan.
+fn speculative_step(c: &mut Criterion, name: &str, passages: &[PassageRecord], queries: &[String]) {
+    use primd::fusion::Fusion;
+    use primd::hybrid::{DEFAULT_LEXICAL_CANDIDATES, HybridSearcher, Ranked};
+    use primd::search::{Candidates, DEFAULT_CANDIDATES, Query};
+
+    let dim = primd::embed::DIM;
+    let mut rng = Rng::new(11);
+    let mut unit = |n: usize| -> Vec<f32> {
+        let v: Vec<f32> = (0..n * dim).map(|_| rng.unit() as f32 - 0.5).collect();
+        v.chunks(dim)
+            .flat_map(|c| {
+                let norm = c.iter().map(|x| x * x).sum::<f32>().sqrt();
+                c.iter().map(move |x| x / norm)
+            })
+            .collect()
+    };
+    let vectors = unit(passages.len());
+    // With PRIMD_BENCH_INDEX (built by build-index), its model fingerprint, so that the
+    // synthetic index can be served by `primd run` (PRIMD_BENCH_KEEP_INDEX: where the
+    // 100k one is kept; for the daemon's memory figure).
+    let fingerprint = std::env::var_os("PRIMD_BENCH_INDEX")
+        .and_then(|p| primd::index::Index::open(std::path::Path::new(&p)).ok())
+        .map_or([0; 32], |ix| ix.meta().fingerprint);
+    let meta = IndexMeta {
+        dim: dim as u32,
+        fingerprint,
+        chunk_words: 0,
+        overlap_words: 0,
+    };
+    let dir = cache_dir();
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join(format!("speculative-{}.idx", passages.len()));
+    let opts = WriteOptions {
+        lexical: Some((DEFAULT_ANALYZER, Bm25::default())),
+    };
+    write_index_with(&path, &meta, passages, &vectors, &opts).unwrap();
+    drop(vectors);
+    let index = primd::index::Index::open(&path).unwrap();
+    let mut searcher = HybridSearcher::new(&index).unwrap();
+    // Partials: the first 4, 7 and 10 words of each query, each with its own embedding.
+    let partials: Vec<String> = queries
+        .iter()
+        .flat_map(|q| {
+            let w: Vec<&str> = q.split(' ').collect();
+            [4, 7, 10].map(|n| w[..n.min(w.len())].join(" "))
+        })
+        .collect();
+    let embeddings = unit(partials.len());
+    let queries: Vec<Query> = embeddings
+        .chunks(dim)
+        .map(|e| Query::new(e.try_into().unwrap()))
+        .collect();
+    let (mut lexical, mut dense, mut guess) = (Hits::new(), Candidates::new(), Ranked::new());
+    let mut g = c.benchmark_group(name);
+    g.sample_size(50);
+    let mut i = 0;
+    g.bench_function("speculative_step", |b| {
+        b.iter(|| {
+            i = (i + 1) % partials.len();
+            searcher.lexical(
+                &partials[i],
+                "",
+                0.0,
+                DEFAULT_LEXICAL_CANDIDATES,
+                &mut lexical,
+            );
+            searcher
+                .dense()
+                .binary_scan(&queries[i], DEFAULT_CANDIDATES, &mut dense);
+            searcher.fuse(
+                Some(&queries[i]),
+                &lexical,
+                &dense,
+                Fusion::default(),
+                10,
+                &mut guess,
+            );
+            black_box(guess.len())
+        })
+    });
+    g.bench_function("speculative_lexical_and_scan", |b| {
+        b.iter(|| {
+            i = (i + 1) % partials.len();
+            searcher.lexical(
+                &partials[i],
+                "",
+                0.0,
+                DEFAULT_LEXICAL_CANDIDATES,
+                &mut lexical,
+            );
+            searcher
+                .dense()
+                .binary_scan(&queries[i], DEFAULT_CANDIDATES, &mut dense);
+            black_box(lexical.len() + dense.len())
+        })
+    });
+    g.finish();
+    drop(searcher);
+    drop(index);
+    match std::env::var_os("PRIMD_BENCH_KEEP_INDEX") {
+        Some(keep) if passages.len() == 100_000 => {
+            std::fs::rename(&path, &keep).unwrap();
+            eprintln!("kept the 100k-passage index as {}", keep.to_string_lossy());
+        }
+        _ => {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
 fn spoken_squad() -> Option<(Vec<PassageRecord>, Vec<String>)> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/spoken-squad");
     let corpus = std::fs::read_to_string(root.join("corpus.jsonl")).ok()?;
@@ -306,7 +435,36 @@ fn spoken_squad() -> Option<(Vec<PassageRecord>, Vec<String>)> {
     Some((passages, queries))
 }
 
+/// The lexical section of `PRIMD_BENCH_INDEX` and the questions of `PRIMD_BENCH_QUERIES`.
+fn built_index(c: &mut Criterion) {
+    let (Some(index), Some(queries)) = (
+        std::env::var_os("PRIMD_BENCH_INDEX"),
+        std::env::var_os("PRIMD_BENCH_QUERIES"),
+    ) else {
+        return;
+    };
+    let index = primd::index::Index::open(std::path::Path::new(&index)).unwrap();
+    let text = std::fs::read_to_string(&queries).unwrap();
+    let queries: Vec<String> = text
+        .lines()
+        .filter_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            Some(v.get("text")?.as_str()?.to_string())
+        })
+        .collect();
+    let lex = index
+        .lexical()
+        .expect("PRIMD_BENCH_INDEX has no lexical section");
+    eprintln!(
+        "lexical_index: {} passages, {} queries",
+        lex.doc_count(),
+        queries.len()
+    );
+    bench_queries(c, "lexical_index", &lex, &queries, true);
+}
+
 fn lexical(c: &mut Criterion) {
+    built_index(c);
     let mut sizes = vec![2_400usize, 100_000];
     if std::env::var_os("PRIMD_BENCH_1M").is_some() {
         sizes.push(1_000_000);
@@ -320,16 +478,25 @@ fn lexical(c: &mut Criterion) {
         };
         let char4 = section(n, &DEFAULT_ANALYZER, &passages);
         if n <= 100_000 && std::env::var_os("PRIMD_BENCH_QUICK").is_none() {
+            speculative_step(c, &name, &passages, &queries);
+        }
+        if n <= 100_000 && std::env::var_os("PRIMD_BENCH_QUICK").is_none() {
             build_cost(&passages);
             let words = section(n, &WORDS, &passages);
-            bench_queries(c, &name, &words, &queries, true);
+            bench_queries(c, &name, &Lexical::open(&words).unwrap(), &queries, true);
         }
         drop(passages);
-        bench_queries(c, &name, &char4, &queries, true);
+        bench_queries(c, &name, &Lexical::open(&char4).unwrap(), &queries, true);
     }
     if let Some((passages, queries)) = spoken_squad() {
         let bytes = build(&passages, &DEFAULT_ANALYZER, Bm25::default()).unwrap();
-        bench_queries(c, "lexical_spoken_squad", &bytes, &queries, true);
+        bench_queries(
+            c,
+            "lexical_spoken_squad",
+            &Lexical::open(&bytes).unwrap(),
+            &queries,
+            true,
+        );
     }
 }
 

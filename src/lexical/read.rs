@@ -524,15 +524,30 @@ impl<'a> Postings<'a> {
             None => 0,
             Some(p) => p.saturating_add(1),
         };
-        for i in 0..count {
-            // doc = previous + 1 + gap; past N (or 2^32) only in a corrupt list: stop there.
-            let doc = u64::from(next) + u64::from(self.docs[i]);
-            if doc >= u64::from(self.doc_count) {
-                break;
+        // The last document is `next + Σ gaps + count − 1`: when that is below N (always,
+        // unless the list is corrupt), no sum on the way can reach N or overflow, and the
+        // running sum needs no check per document (the common, branch-free path).
+        let docs = &mut self.docs[..count];
+        let gaps: u64 = docs.iter().map(|&g| u64::from(g)).sum();
+        let last = u64::from(next) + gaps + count as u64;
+        if last <= u64::from(self.doc_count) {
+            for d in docs.iter_mut() {
+                let doc = next + *d;
+                *d = doc;
+                next = doc + 1;
             }
-            self.docs[i] = doc as u32;
-            next = doc as u32 + 1;
-            self.len = i + 1;
+            self.len = count;
+        } else {
+            for i in 0..count {
+                // doc = previous + 1 + gap; past N (or 2^32) only in a corrupt list: stop.
+                let doc = u64::from(next) + u64::from(self.docs[i]);
+                if doc >= u64::from(self.doc_count) {
+                    break;
+                }
+                self.docs[i] = doc as u32;
+                next = doc as u32 + 1;
+                self.len = i + 1;
+            }
         }
         if self.len > 0 {
             self.floor = Some(self.docs[self.len - 1]);

@@ -285,6 +285,7 @@ fn vocabulary(rng: &mut XorShift, n: usize) -> Vec<String> {
 fn fast_path_equals_exhaustive_and_naive_on_random_corpora() {
     let mut rng = XorShift::new(0x1e81ca1);
     let mut out = Hits::new();
+    let mut seeded = 0;
     for round in 0..12 {
         // MaxScore windows from 64 documents (many windows) to the default (one).
         let mut searcher = LexicalSearcher::with_window([64, 200, 1000, 0][round / 3 % 4]);
@@ -305,6 +306,7 @@ fn fast_path_equals_exhaustive_and_naive_on_random_corpora() {
             let w = [0.0f32, 0.25, 1.0][rng.below(3) as usize];
             let k = [1usize, 3, 10, 100][rng.below(4) as usize];
             searcher.search(&lex, &query, &extra, w, k, &mut out);
+            seeded += searcher.stats().seeded;
             let fast: Vec<(u32, f32)> = out.iter().map(|h| (h.index, h.score)).collect();
             searcher.search_exhaustive(&lex, &query, &extra, w, k, &mut out);
             let exact: Vec<(u32, f32)> = out.iter().map(|h| (h.index, h.score)).collect();
@@ -325,6 +327,8 @@ fn fast_path_equals_exhaustive_and_naive_on_random_corpora() {
             }
         }
     }
+    // θ seeded from partial scores (the one-window path) was exercised.
+    assert!(seeded > 0);
 }
 
 #[test]
@@ -402,7 +406,7 @@ fn warm_searcher_allocates_nothing() {
     let ps = random_corpus(&mut rng, 500, &vocab);
     let bytes = build(&ps, &char_ngrams(4), Bm25::default()).unwrap();
     let lex = Lexical::open(&bytes).unwrap();
-    // Small windows, so MaxScore (not the one-window shortcut) runs on 500 documents.
+    // Small windows, so MaxScore runs over many windows of the 500 documents.
     let mut s = LexicalSearcher::with_window(64);
     let mut out = Hits::new();
     let q = vocab[..12].join(" ");
