@@ -232,7 +232,8 @@ pub struct Layer1Flags {
     pub fusion: FusionFlags,
 }
 
-/// How lexical and dense results are fused: `[layer1]` keys, also on `primd search`.
+/// How lexical and dense results are fused, and when the top-1 is flagged as a guess:
+/// `[layer1]` keys, also on `primd search`.
 #[derive(Args, Debug)]
 pub struct FusionFlags {
     /// Weight of the normalised BM25 score in the convex fusion, 0..=1
@@ -244,6 +245,9 @@ pub struct FusionFlags {
     /// Candidates of each lexical search
     #[arg(long, value_name = "N")]
     pub lexical_candidates: Option<i64>,
+    /// Flag results whose top-1 confidence is below this as `evidence: "low"`, 0..=1
+    #[arg(long, value_name = "P")]
+    pub low_evidence_threshold: Option<f64>,
 }
 
 impl FusionFlags {
@@ -253,6 +257,7 @@ impl FusionFlags {
             lexical_weight: self.lexical_weight,
             fusion: self.fusion,
             lexical_candidates: self.lexical_candidates,
+            low_evidence_threshold: self.low_evidence_threshold,
             ..Default::default()
         }
     }

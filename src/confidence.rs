@@ -19,38 +19,43 @@
 
 use crate::hybrid::Retriever;
 
-/// Logistic coefficients: intercept, margin, gap3 (from `tools/eval/calibrate.py`).
+/// Logistic coefficients (from `tools/eval/calibrate.py`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Platt {
     intercept: f32,
     margin: f32,
     gap3: f32,
+    /// Of the top-1's dense cosine (0 for the lexical retriever, which has none).
+    cosine: f32,
 }
 
 const DENSE: Platt = Platt {
-    intercept: -1.7327,
-    margin: 11.3021,
-    gap3: 17.9785,
+    intercept: -4.9344,
+    margin: 9.1802,
+    gap3: 15.0134,
+    cosine: 5.6761,
 };
 const LEXICAL: Platt = Platt {
-    intercept: -1.7350,
-    margin: 8.1060,
-    gap3: 5.7725,
+    intercept: -2.3796,
+    margin: 5.7951,
+    gap3: 6.4000,
+    cosine: 0.0,
 };
 const HYBRID: Platt = Platt {
-    intercept: -1.7228,
-    margin: 8.5894,
-    gap3: 6.3420,
+    intercept: -5.1659,
+    margin: 6.6168,
+    gap3: 5.3198,
+    cosine: 6.6367,
 };
 
 /// Below this confidence a result is flagged `evidence: "low"` by default: the top-1 is
 /// then more likely wrong than right.
 pub const DEFAULT_LOW_EVIDENCE_THRESHOLD: f32 = 0.5;
 
-/// Probability that the top-1 of `scores` (best first, as returned) is relevant; `None`
-/// for an empty list. Non-finite scores count as 0 so the answer is always a number in
-/// [0, 1].
-pub fn confidence(retriever: Retriever, scores: &[f32]) -> Option<f32> {
+/// Probability that the top-1 of `scores` (best first, as returned) is relevant, given
+/// the top-1's dense cosine (`None` when it has none: counts as 0); `None` for an empty
+/// list. Non-finite values count as 0, so the answer is always a number in [0, 1].
+pub fn confidence(retriever: Retriever, scores: &[f32], top1_cosine: Option<f32>) -> Option<f32> {
     let s = |i: usize| {
         scores
             .get(i)
@@ -67,7 +72,9 @@ pub fn confidence(retriever: Retriever, scores: &[f32]) -> Option<f32> {
         Retriever::Hybrid => (HYBRID, 1.0),
         Retriever::Lexical => (LEXICAL, if s1 > 0.0 { s1 } else { 1.0 }),
     };
-    let z = p.intercept + p.margin * (s1 - s2) / scale + p.gap3 * (s1 - s3) / scale;
+    let cosine = top1_cosine.filter(|c| c.is_finite()).unwrap_or(0.0);
+    let z =
+        p.intercept + p.margin * (s1 - s2) / scale + p.gap3 * (s1 - s3) / scale + p.cosine * cosine;
     Some(1.0 / (1.0 + (-z).exp()))
 }
 
@@ -90,8 +97,8 @@ mod tests {
                 Retriever::Lexical => ([40.0, 12.0, 10.0], [20.0, 19.9, 19.8]),
                 _ => ([0.9, 0.5, 0.45], [0.6, 0.59, 0.58]),
             };
-            let c = confidence(r, &clear).unwrap();
-            let t = confidence(r, &tie).unwrap();
+            let c = confidence(r, &clear, Some(0.7)).unwrap();
+            let t = confidence(r, &tie, Some(0.5)).unwrap();
             assert!(c > 0.9, "{r:?}: clear winner {c}");
             assert!(t < 0.3, "{r:?}: tie {t}");
             assert_eq!(evidence(Some(c), DEFAULT_LOW_EVIDENCE_THRESHOLD), "ok");
@@ -100,25 +107,52 @@ mod tests {
     }
 
     #[test]
-    fn confidence_grows_with_the_margin() {
+    fn confidence_grows_with_the_margin_and_with_the_cosine() {
         let mut last = 0.0;
         for m in [0.0f32, 0.02, 0.05, 0.1, 0.2, 0.4] {
-            let c = confidence(Retriever::Hybrid, &[0.8, 0.8 - m, 0.8 - m]).unwrap();
+            let c = confidence(Retriever::Hybrid, &[0.8, 0.8 - m, 0.8 - m], Some(0.5)).unwrap();
             assert!(c > last, "margin {m}: {c} after {last}");
+            last = c;
+        }
+        let mut last = 0.0;
+        for cos in [0.0f32, 0.2, 0.4, 0.6, 0.8] {
+            let c = confidence(Retriever::Hybrid, &[1.0, 0.7, 0.6], Some(cos)).unwrap();
+            assert!(c > last, "cosine {cos}: {c} after {last}");
             last = c;
         }
     }
 
     #[test]
+    fn a_clear_winner_far_in_meaning_is_flagged() {
+        // The hybrid's min-max fusion gives an off-topic question a clear winner too;
+        // its low cosine is what flags it.
+        // (The scores and cosine `primd search` gave on the demo index for "what is the
+        // boiling point of tungsten"; with a museum question's cosine the same list is ok.)
+        let scores = [0.89, 0.75, 0.65];
+        let off = confidence(Retriever::Hybrid, &scores, Some(0.055)).unwrap();
+        let on = confidence(Retriever::Hybrid, &scores, Some(0.6)).unwrap();
+        assert_eq!(
+            evidence(Some(off), DEFAULT_LOW_EVIDENCE_THRESHOLD),
+            "low",
+            "{off}"
+        );
+        assert_eq!(
+            evidence(Some(on), DEFAULT_LOW_EVIDENCE_THRESHOLD),
+            "ok",
+            "{on}"
+        );
+    }
+
+    #[test]
     fn lexical_confidence_ignores_the_scale_of_bm25() {
-        let a = confidence(Retriever::Lexical, &[10.0, 6.0, 5.0]).unwrap();
-        let b = confidence(Retriever::Lexical, &[100.0, 60.0, 50.0]).unwrap();
+        let a = confidence(Retriever::Lexical, &[10.0, 6.0, 5.0], None).unwrap();
+        let b = confidence(Retriever::Lexical, &[100.0, 60.0, 50.0], None).unwrap();
         assert!((a - b).abs() < 1e-6, "{a} vs {b}");
     }
 
     #[test]
     fn short_empty_and_non_finite_lists_give_a_probability_or_none() {
-        assert_eq!(confidence(Retriever::Hybrid, &[]), None);
+        assert_eq!(confidence(Retriever::Hybrid, &[], Some(0.5)), None);
         assert_eq!(evidence(None, 0.5), "low");
         for scores in [
             &[0.7][..],
@@ -128,7 +162,11 @@ mod tests {
             &[-3.0, -4.0, -5.0],
         ] {
             for r in Retriever::ALL {
-                let c = confidence(r, scores).unwrap();
+                for cos in [None, Some(f32::NAN), Some(0.3), Some(-1.0)] {
+                    let c = confidence(r, scores, cos).unwrap();
+                    assert!((0.0..=1.0).contains(&c), "{r:?} {scores:?} {cos:?}: {c}");
+                }
+                let c = confidence(r, scores, None).unwrap();
                 assert!((0.0..=1.0).contains(&c), "{r:?} {scores:?}: {c}");
             }
         }

@@ -4,7 +4,7 @@
 //! `trigger_interval`, `similarity_threshold`, `max_speculative_results`,
 //! `embedder_threads`) plus primd's own, among them the retriever's (`retriever`:
 //! dense|lexical|hybrid, unset = the index decides; `fusion`: convex|rrf;
-//! `lexical_weight`; `lexical_candidates`; `revision_weight`). Every key can be
+//! `lexical_weight`; `lexical_candidates`; `revision_weight`; `low_evidence_threshold`). Every key can be
 //! overridden by a flag of the same name (`--trigger-interval`, ...). Unknown keys and out-of-range values are
 //! refused with the key's name, so a typo never silently falls back to a default.
 
@@ -68,6 +68,7 @@ pub struct Layer1 {
     pub fusion: Option<FusionRule>,
     pub lexical_candidates: Option<i64>,
     pub revision_weight: Option<f64>,
+    pub low_evidence_threshold: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -114,7 +115,8 @@ impl Layer1 {
             lexical_weight,
             fusion,
             lexical_candidates,
-            revision_weight
+            revision_weight,
+            low_evidence_threshold
         )
     }
 }
@@ -240,6 +242,13 @@ fn check(raw: Layer1) -> Result<RunConfig, ConfigError> {
             "revision_weight",
             raw.revision_weight,
             d.revision_weight,
+            0.0,
+            1.0,
+        )?,
+        low_evidence_threshold: real(
+            "low_evidence_threshold",
+            raw.low_evidence_threshold,
+            d.low_evidence_threshold,
             0.0,
             1.0,
         )?,

@@ -94,6 +94,10 @@ struct FinalJson<'a> {
     path: &'static str,
     reused_embedding: bool,
     speculation_cosine: Option<f32>,
+    /// Probability that the top-1 is relevant (`null`: no results).
+    confidence: Option<f32>,
+    /// `"ok"`, or `"low"`: the agent should not present the top-1 as the answer.
+    evidence: &'static str,
     results: Vec<ResultJson<'a>>,
     ms: Ms,
     counts: CountsJson,
@@ -144,6 +148,8 @@ fn encode(out: &mut Vec<u8>, index: &Index, msg: &Outbound) -> anyhow::Result<()
                 path: outcome.path.as_str(),
                 reused_embedding: outcome.reused_embedding,
                 speculation_cosine: outcome.speculation_cosine,
+                confidence: outcome.confidence,
+                evidence: if outcome.low_evidence { "low" } else { "ok" },
                 results,
                 ms: Ms {
                     embed: outcome.timings.embed_ms,

@@ -241,3 +241,36 @@ fn an_index_without_a_lexical_section_runs_dense_or_refuses_lexical_search() {
         .collect();
     assert_eq!(notices.len(), 1, "{err}");
 }
+
+/// A question the corpus has no answer to still gets ten passages, but flagged: the agent
+/// can say it does not know instead of reading out the nearest passage. (The committed
+/// demo index: a museum kiosk's corpus.)
+#[test]
+fn questions_without_an_answer_in_the_corpus_are_flagged_low_evidence() {
+    let index = common::data("demo-x86.idx");
+    let input = b"{\"id\": \"dog\", \"text\": \"Can I bring my dog inside the museum?\"}\n\
+                  {\"id\": \"wifi\", \"text\": \"Is there free wifi here?\"}\n\
+                  {\"id\": \"tungsten\", \"text\": \"what is the boiling point of tungsten\"}\n\
+                  {\"id\": \"cup\", \"text\": \"who won the football world cup in nineteen ninety\"}\n";
+    for retriever in ["hybrid", "dense"] {
+        let out = search(&index, &["--retriever", retriever], input);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got = lines(&out);
+        assert_eq!(got.len(), 4);
+        for g in &got {
+            let c = g["confidence"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&c), "{g}");
+            let answerable = g["id"] == "dog" || g["id"] == "wifi";
+            let want = if answerable { "ok" } else { "low" };
+            assert_eq!(g["evidence"], want, "{retriever}: {} {c}", g["id"]);
+            assert_eq!(g["results"].as_array().unwrap().len(), 10, "still answered");
+        }
+    }
+    // The threshold is the user's: at 0 nothing is flagged.
+    let out = search(&index, &["--low-evidence-threshold", "0"], input);
+    assert!(lines(&out).iter().all(|g| g["evidence"] == "ok"));
+}

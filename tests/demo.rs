@@ -38,6 +38,10 @@ fn demo_stream_answers_every_question_with_its_passage() {
     for (f, q) in finals.iter().zip(&expected) {
         assert_eq!(f["text"], q["final"]);
         assert_eq!(f["results"][0]["id"], q["expected_id"], "{}", f["text"]);
+        // Every one of these has its answer in the corpus, clearly ahead: no flag.
+        assert_eq!(f["evidence"], "ok", "{f}");
+        let c = f["confidence"].as_f64().unwrap();
+        assert!((0.5..=1.0).contains(&c), "{f}");
     }
     assert_eq!(
         stderr.matches("skipped").count(),

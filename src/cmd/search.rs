@@ -8,12 +8,12 @@ use std::io::{BufRead, BufWriter, Write};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use primd::config;
 use primd::embed::{DIM, Embed};
 use primd::hybrid::{HybridSearcher, Ranked, Retriever, SearchParams, SearchTimings, ranked_from};
 use primd::index::Index;
 use primd::output::ResultJson;
 use primd::search::{Hits, Query};
+use primd::{confidence, config};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::SearchArgs;
@@ -35,6 +35,10 @@ struct Timings {
 #[derive(Serialize)]
 struct OutputLine<'a> {
     id: &'a serde_json::Value,
+    /// Probability that the top-1 is relevant (`null` with no results).
+    confidence: Option<f32>,
+    /// `"ok"`, or `"low"` when `confidence` is below `low_evidence_threshold`.
+    evidence: &'static str,
     results: Vec<ResultJson<'a>>,
     ms: Timings,
 }
@@ -105,8 +109,13 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
                 .iter()
                 .map(|h| Ok(ResultJson::new(index.passage(h.index as usize)?, h)))
                 .collect::<anyhow::Result<Vec<_>>>()?;
+            let top: heapless::Vec<f32, 3> = hits.iter().take(3).map(|h| h.score).collect();
+            let cosine = hits.iter().next().and_then(|h| h.dense);
+            let confidence = confidence::confidence(retriever, &top, cosine);
             let line = OutputLine {
                 id,
+                confidence,
+                evidence: confidence::evidence(confidence, cfg.stream.low_evidence_threshold),
                 results,
                 ms: Timings {
                     embed: embed_ms,

@@ -65,6 +65,8 @@ impl Work for Fake {
             counts: Counts::default(),
             speculation_cosine: None,
             reused_embedding: false,
+            confidence: None,
+            low_evidence: true,
         })
     }
 }

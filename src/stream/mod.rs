@@ -40,6 +40,7 @@ mod tests;
 
 use std::time::Instant;
 
+use crate::confidence;
 use crate::embed::{DIM, Embed, EmbedError, Embedding, cosine};
 use crate::fusion::Fusion;
 use crate::hybrid::{DEFAULT_LEXICAL_CANDIDATES, Retriever};
@@ -81,6 +82,9 @@ pub struct StreamConfig {
     /// lexical query (0: not used, the default: on the 150 dev streams 1.0 won 12
     /// utterances at hit@1 and lost 6, too few to call it a rule).
     pub revision_weight: f32,
+    /// A final whose top-1 confidence ([`crate::confidence`]) is below this is flagged
+    /// `evidence: "low"`.
+    pub low_evidence_threshold: f32,
 }
 
 impl Default for StreamConfig {
@@ -99,6 +103,7 @@ impl Default for StreamConfig {
             fusion: Fusion::default(),
             lexical_candidates: DEFAULT_LEXICAL_CANDIDATES,
             revision_weight: 0.0,
+            low_evidence_threshold: crate::confidence::DEFAULT_LOW_EVIDENCE_THRESHOLD,
         }
     }
 }
@@ -176,6 +181,11 @@ pub struct Outcome {
     /// The final's embedding was an already embedded partial's (no embed after end of
     /// speech), whichever path followed.
     pub reused_embedding: bool,
+    /// Probability that the top-1 is relevant ([`crate::confidence`]); `None`: no results.
+    pub confidence: Option<f32>,
+    /// The confidence is below `low_evidence_threshold` (or there are no results): the
+    /// agent should not present the top-1 as the answer.
+    pub low_evidence: bool,
 }
 
 /// The reflector's rule, kept apart so it is explicit and testable: the speculation is
@@ -374,7 +384,18 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         if final_norm.is_empty() {
             final_norm.clone_from(&self.current);
         }
-        let outcome = self.finish(&final_norm);
+        let outcome = self.finish(&final_norm).map(|mut o| {
+            let mut top = [0.0f32; 3];
+            let n = o.hits.len().min(3);
+            for (t, h) in top.iter_mut().zip(o.hits.iter()) {
+                *t = h.score;
+            }
+            let cosine = o.hits.iter().next().and_then(|h| h.dense);
+            o.confidence = confidence::confidence(self.cfg.retriever, &top[..n], cosine);
+            o.low_evidence =
+                confidence::evidence(o.confidence, self.cfg.low_evidence_threshold) == "low";
+            o
+        });
         self.final_norm = final_norm; // keep the buffer's capacity
         self.reset();
         outcome
@@ -388,6 +409,8 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             counts: self.counts,
             speculation_cosine: None,
             reused_embedding: false,
+            confidence: None,
+            low_evidence: true,
         };
         if final_norm.is_empty() {
             return Ok(out);

@@ -19,8 +19,12 @@ reliability table, and the share of wrong top-1s flagged at the threshold whose 
 90% precise on the typed set, and at 0.5. Prints the coefficients as the Rust table of
 `src/confidence.rs`. Standard library only.
 
-    python3 tools/eval/calibrate.py --index ss.idx --queries $DATA/queries.jsonl \\
-        --qrels $DATA/qrels.tsv --streams $STREAMS [--svg reliability.svg]
+    python3 tools/eval/calibrate.py --index ss.idx --fit-index ss-even.idx \\
+        --queries $DATA/queries.jsonl --qrels $DATA/qrels.tsv --streams $STREAMS \\
+        [--svg reliability.svg]
+
+`ss-even.idx`: the passages of the even-numbered articles only (`id` "<article>_<n>"), so
+that the questions of the odd ones have no answer in it.
 """
 
 import argparse
@@ -37,20 +41,26 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RETRIEVERS = ["dense", "lexical", "hybrid"]
 
 
-def search(args, retriever, queries_path):
+def search(args, retriever, queries_path, index=None):
     with open(queries_path, "rb") as stdin:
         out = subprocess.run([args.primd, "search", "--model", args.model, "--index",
-                              args.index, "--k", "10", "--retriever", retriever],
+                              index or args.index, "--k", "10", "--retriever", retriever],
                              stdin=stdin, capture_output=True, check=True).stdout
     return [json.loads(line) for line in out.decode().splitlines()]
 
 
-def features(scores, retriever):
-    s = list(scores[:3]) + [0.0] * (3 - min(3, len(scores)))
+def features(hits, retriever):
+    s = [h["score"] for h in hits[:3]]
+    s += [0.0] * (3 - len(s))
     scale = 1.0
     if retriever == "lexical":
         scale = s[0] if s[0] > 0 else 1.0
-    return [(s[0] - s[1]) / scale, (s[0] - s[2]) / scale]
+    f = [(s[0] - s[1]) / scale, (s[0] - s[2]) / scale]
+    if retriever != "lexical":
+        # How close the top-1 is in meaning, on the cosine's fixed scale: the one absolute
+        # signal, which tells an off-topic question (no passage close) from a hard one.
+        f.append(hits[0].get("dense") or 0.0)
+    return f
 
 
 def dataset(rows, qrels, retriever):
@@ -59,7 +69,7 @@ def dataset(rows, qrels, retriever):
         res = r["results"]
         if not res:
             continue
-        xs.append(features([h["score"] for h in res], retriever))
+        xs.append(features(res, retriever))
         ys.append(1 if res[0]["id"] in qrels.get(str(r["id"]), ()) else 0)
     return xs, ys
 
@@ -205,6 +215,9 @@ def main():
     ap.add_argument("--qrels", required=True)
     ap.add_argument("--streams", required=True,
                     help="recorded recognizer streams: their finals are the held-out check")
+    ap.add_argument("--fit-index", help="an index of part of the corpus: the questions are "
+                    "also run against it, where those of the missing part have no answer, so "
+                    "the fit also learns what a question without an answer looks like")
     ap.add_argument("--model", default=os.path.join(ROOT, "models"))
     ap.add_argument("--primd", default=os.path.join(
         os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "primd"))
@@ -222,16 +235,31 @@ def main():
     coefs, curves = {}, []
     for r in [x for x in args.retriever.split(",") if x]:
         xt, yt = dataset(search(args, r, args.queries), qrels, r)
+        if args.fit_index:
+            # Each question once against the whole corpus and once against the part in
+            # the fit index, where about half of them have no answer (a quarter of the fit).
+            xp, yp = dataset(search(args, r, args.queries, args.fit_index), qrels, r)
+            xt, yt = xt + xp, yt + yp
         xf, yf = dataset(search(args, r, finals_path), qrels, r)
         w = fit(xt, yt)
+        if args.fit_index:
+            xh, yh = dataset(search(args, r, finals_path, args.fit_index), qrels, r)
+            ch = predict(w, xh)
+            _, ece_h = reliability(ch, yh)
+            fh, ph, rh = flag_stats(ch, yh, 0.5)
+            print(f"\n{r}: stream finals on the fit index ({len(yh)}, top-1 right "
+                  f"{sum(yh) / len(yh):.3f}): AUROC(wrong) {auroc_wrong(ch, yh):.3f}, ECE "
+                  f"{ece_h:.3f}; at 0.5 flags {fh:.1%} (precision {ph:.3f}, {rh:.1%} of "
+                  f"wrong top-1s)")
         coefs[r] = w
         ct, cf = predict(w, xt), predict(w, xf)
         table, ece = reliability(cf, yf)
         _, ece_t = reliability(ct, yt)
         t90 = threshold_at_precision(ct, yt)
         tok = threshold_ok_precision(ct, yt)
-        print(f"\n## {r}: intercept {w[0]:.4f}, margin {w[1]:.4f}, gap3 {w[2]:.4f}")
-        print(f"typed ({len(yt)}): top-1 right {sum(yt) / len(yt):.3f}, AUROC(wrong) "
+        print(f"\n## {r}: coefficients (intercept, margin, gap3[, top-1 cosine]) "
+              f"{', '.join(f'{x:.4f}' for x in w)}")
+        print(f"typed, fit set ({len(yt)}): top-1 right {sum(yt) / len(yt):.3f}, AUROC(wrong) "
               f"{auroc_wrong(ct, yt):.3f}, ECE {ece_t:.3f}")
         print(f"stream finals ({len(yf)}): top-1 right {sum(yf) / len(yf):.3f}, AUROC(wrong) "
               f"{auroc_wrong(cf, yf):.3f}, ECE {ece:.3f}")
@@ -251,9 +279,9 @@ def main():
     os.unlink(finals_path)
     if args.svg:
         svg(curves, args.svg)
-    print("\n// src/confidence.rs (intercept, margin, gap3)")
+    print("\n// src/confidence.rs (intercept, margin, gap3[, top-1 cosine])")
     for r, w in coefs.items():
-        print(f"// {r}: [{w[0]:.4f}, {w[1]:.4f}, {w[2]:.4f}]")
+        print(f"// {r}: [{', '.join(f'{x:.4f}' for x in w)}]")
 
 
 if __name__ == "__main__":
