@@ -45,6 +45,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "eval"))
+import dataset  # noqa: E402
 from qrels import load_qrels  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
@@ -191,9 +192,7 @@ def run(args, tok_name, backend, queries, qrels, tokenized):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--corpus", required=True)
-    ap.add_argument("--queries", required=True)
-    ap.add_argument("--qrels", help="qrels.tsv: adds hit@1 / hit@10 (doc ids)")
+    dataset.add_arguments(ap, ["corpus", "queries", "qrels"])  # qrels: adds hit@1 / hit@10
     ap.add_argument("--tokens", default="words,char4")
     ap.add_argument("--backends", default="numpy,numba")
     ap.add_argument("--k1", type=float, default=1.2)
@@ -205,6 +204,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--no-header", action="store_true")
     args = ap.parse_args()
+    dataset.resolve(ap, args, ["corpus", "queries"], ["qrels"])
 
     import bm25s
 

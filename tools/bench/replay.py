@@ -24,8 +24,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 sys.path.insert(0, os.path.join(ROOT, "tools", "eval"))
+import dataset  # noqa: E402
 from qrels import load_qrels  # noqa: E402
 
 
@@ -66,8 +66,7 @@ def main():
     ap.add_argument("--model", default=os.path.join(ROOT, "models"))
     ap.add_argument("--primd", default=os.path.join(
         os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "primd"))
-    ap.add_argument("--stt", default=os.path.join(SHARED, "data/stt/spoken-squad-moonshine.jsonl"))
-    ap.add_argument("--qrels", default=os.path.join(SHARED, "data/spoken-squad/qrels.tsv"))
+    dataset.add_arguments(ap, ["streams", "qrels"])
     ap.add_argument("--pace", type=float, default=6.0)
     ap.add_argument("--extra", default="", help="extra flags for the streaming run")
     ap.add_argument("--no-baseline", action="store_true", help="only the streaming run")
@@ -78,12 +77,13 @@ def main():
                     "(the recordings stamp finals at the end of the audio; a live recognizer "
                     "sends them after its endpointing silence)")
     args = ap.parse_args()
+    dataset.resolve(ap, args, ["streams", "qrels"])
 
     qrels = load_qrels(args.qrels)
-    ids = [json.loads(l)["id"] for l in open(args.stt)]
+    ids = [json.loads(l)["id"] for l in open(args.streams)]
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as stream:
         subprocess.run([sys.executable, os.path.join(ROOT, "tools/replay/stt_replay.py"),
-                        "--input", args.stt, "--output", stream.name,
+                        "--input", args.streams, "--output", stream.name,
                         "--final-delay", args.final_delay], check=True)
     try:
         print(f"\n{len(ids)} utterances, pace {args.pace}x real time, final "

@@ -34,6 +34,7 @@ import sys
 from collections import Counter, defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dataset  # noqa: E402
 from qrels import load_qrels  # noqa: E402
 
 KS = [1, 3, 5, 10]
@@ -102,15 +103,14 @@ def mean(xs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpus", required=True)
-    ap.add_argument("--queries", required=True)
-    ap.add_argument("--qrels", required=True)
+    dataset.add_arguments(ap, ["corpus", "queries", "qrels"])
     ap.add_argument("--primd-records", help="prefix_records.jsonl from primd eval --out")
     ap.add_argument("--primd-retriever", default="dense",
                     help="which retriever's records to compare (primd eval writes one "
                     "record per retriever and query)")
     ap.add_argument("--out", help="write BM25's per-query records here (JSON lines)")
     args = ap.parse_args()
+    dataset.resolve(ap, args, ["corpus", "queries", "qrels"])
 
     docs = []
     for line in open(args.corpus):

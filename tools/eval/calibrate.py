@@ -35,6 +35,7 @@ import os
 import subprocess
 import tempfile
 
+import dataset
 from qrels import load_qrels
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -63,7 +64,7 @@ def features(hits, retriever):
     return f
 
 
-def dataset(rows, qrels, retriever):
+def labelled(rows, qrels, retriever):
     xs, ys = [], []
     for r in rows:
         res = r["results"]
@@ -211,10 +212,8 @@ def svg(curves, path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--index", required=True)
-    ap.add_argument("--queries", required=True, help="typed questions: the fit")
-    ap.add_argument("--qrels", required=True)
-    ap.add_argument("--streams", required=True,
-                    help="recorded recognizer streams: their finals are the held-out check")
+    # queries: the typed questions (the fit); streams: their finals are the held-out check.
+    dataset.add_arguments(ap, ["queries", "qrels", "streams"])
     ap.add_argument("--fit-index", help="an index of part of the corpus: the questions are "
                     "also run against it, where those of the missing part have no answer, so "
                     "the fit also learns what a question without an answer looks like")
@@ -224,6 +223,7 @@ def main():
     ap.add_argument("--retriever", default=",".join(RETRIEVERS))
     ap.add_argument("--svg", help="write the reliability curves (stream finals) here")
     args = ap.parse_args()
+    dataset.resolve(ap, args, ["queries", "qrels", "streams"])
     qrels = load_qrels(args.qrels)
 
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
@@ -234,16 +234,16 @@ def main():
 
     coefs, curves = {}, []
     for r in [x for x in args.retriever.split(",") if x]:
-        xt, yt = dataset(search(args, r, args.queries), qrels, r)
+        xt, yt = labelled(search(args, r, args.queries), qrels, r)
         if args.fit_index:
             # Each question once against the whole corpus and once against the part in
             # the fit index, where about half of them have no answer (a quarter of the fit).
-            xp, yp = dataset(search(args, r, args.queries, args.fit_index), qrels, r)
+            xp, yp = labelled(search(args, r, args.queries, args.fit_index), qrels, r)
             xt, yt = xt + xp, yt + yp
-        xf, yf = dataset(search(args, r, finals_path), qrels, r)
+        xf, yf = labelled(search(args, r, finals_path), qrels, r)
         w = fit(xt, yt)
         if args.fit_index:
-            xh, yh = dataset(search(args, r, finals_path, args.fit_index), qrels, r)
+            xh, yh = labelled(search(args, r, finals_path, args.fit_index), qrels, r)
             ch = predict(w, xh)
             _, ece_h = reliability(ch, yh)
             fh, ph, rh = flag_stats(ch, yh, 0.5)

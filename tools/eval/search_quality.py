@@ -26,6 +26,7 @@ import os
 import subprocess
 import time
 
+import dataset
 from qrels import load_qrels
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -68,8 +69,7 @@ def csv(s):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--index", required=True)
-    ap.add_argument("--queries", required=True)
-    ap.add_argument("--qrels", required=True)
+    dataset.add_arguments(ap, ["queries", "qrels"])
     ap.add_argument("--model", default=os.path.join(ROOT, "models"))
     ap.add_argument("--primd", default=os.path.join(
         os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "primd"))
@@ -87,6 +87,7 @@ def main():
     ap.add_argument("--int8", action="store_true",
                     help="force the int8 embedder (the index decides by default)")
     args = ap.parse_args()
+    dataset.resolve(ap, args, ["queries", "qrels"])
     common = (["--int8"] if args.int8 else []) + args.extra.split()
 
     hybrid_rows = args.retriever or args.weights or args.fusion

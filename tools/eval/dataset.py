@@ -1,0 +1,40 @@
+"""The data layout every benchmark and evaluation script takes (docs/benchmarks.md).
+
+`--data DIR` names a folder with `corpus.jsonl`, `queries.jsonl`, `qrels.tsv` and,
+optionally, `streams.jsonl` (recorded recognizer output); `--corpus`, `--queries`,
+`--qrels` and `--streams` name one file each and win over the folder. So the same
+command runs on this project's dev set or on any other corpus laid out alike.
+"""
+
+import os
+
+FILES = {
+    "corpus": "corpus.jsonl",
+    "queries": "queries.jsonl",
+    "qrels": "qrels.tsv",
+    "streams": "streams.jsonl",
+}
+
+
+def add_arguments(ap, files):
+    """Adds `--data` and one flag per name in `files`."""
+    ap.add_argument("--data", metavar="DIR",
+                    help="data folder: " + ", ".join(FILES[f] for f in files))
+    for f in files:
+        names = [f"--{f}"] + (["--stt"] if f == "streams" else [])
+        ap.add_argument(*names, dest=f, metavar="FILE",
+                        help=f"{FILES[f]} (default: the one in --data)")
+
+
+def resolve(ap, args, required, optional=()):
+    """Fills each file from `--data` when it was not named; a required one that is
+    neither named nor in the folder is an error naming both flags."""
+    for f in (*required, *optional):
+        if getattr(args, f) is None and args.data:
+            path = os.path.join(args.data, FILES[f])
+            if f in required or os.path.exists(path):
+                setattr(args, f, path)
+        if f in required and getattr(args, f) is None:
+            ap.error(f"--{f} FILE or --data DIR is required")
+        if getattr(args, f) is not None and not os.path.exists(getattr(args, f)):
+            ap.error(f"{getattr(args, f)}: no such file")
