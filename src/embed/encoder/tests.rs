@@ -152,3 +152,47 @@ fn the_fused_pass_matches_the_tract_graph_of_the_same_file() {
         assert!(cos > bar, "{n} tokens: cosine {cos}");
     }
 }
+
+#[test]
+fn a_batch_gives_each_text_the_vector_it_gets_alone() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    if !dir.join(crate::embed::MODEL_INT8_FILE).is_file() {
+        eprintln!("skipped: run models/fetch first");
+        return;
+    }
+    let long = "passage ".repeat(300);
+    let texts = [
+        "turn off the kitchen lights",
+        "",
+        long.as_str(),
+        "Normans\nThe Normans were the people who in the 10th and 11th centuries gave their name to Normandy",
+        "what is the capital of the country whose flag is red and white",
+    ];
+    for threads in [1, 3] {
+        let opts = EmbedderOptions {
+            precision: Precision::Int8,
+            threads,
+        };
+        let mut e = Embedder::load(&dir, &opts).unwrap();
+        let mut batch = vec![[0.0; DIM]; texts.len()];
+        let counts = e.embed_batch(&texts, &mut batch).unwrap();
+        for (i, t) in texts.iter().enumerate() {
+            let mut alone = [0.0; DIM];
+            assert_eq!(e.embed_into(t, &mut alone).unwrap(), counts[i], "{t:?}");
+            let cos = cosine(&alone, &batch[i]);
+            let diff = alone
+                .iter()
+                .zip(&batch[i])
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            assert!(
+                cos >= 0.99999 && diff <= 1e-5,
+                "{threads} threads, text {i}: cosine {cos}, max difference {diff}"
+            );
+        }
+        // The batch after a longer one reuses the buffers and is still right.
+        let mut again = vec![[0.0; DIM]; 2];
+        e.embed_batch(&texts[..2], &mut again).unwrap();
+        assert_eq!(again[..], batch[..2]);
+    }
+}
