@@ -171,6 +171,31 @@ fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Passages per [`embed_batch`] call: their tokens (up to 256 each) are the rows of one
+/// GEMM per linear, so each weight panel is streamed once per 8 passages.
+const BATCH: usize = 8;
+
+/// Embeds `passages` (title + text) as one batch through the encoder, into `out`.
+fn embed_batch(
+    e: &mut Embedder,
+    passages: &[PassageRecord],
+    out: &mut [Embedding],
+) -> anyhow::Result<()> {
+    let texts: Vec<String> = passages
+        .iter()
+        .map(|p| passage_embed_text(&p.title, &p.text))
+        .collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    e.embed_batch(&texts, out).with_context(|| {
+        let (first, last) = (&passages[0], &passages[passages.len() - 1]);
+        format!(
+            "embedding passages {:?} chunk {} to {:?} chunk {}",
+            first.id, first.chunk, last.id, last.chunk
+        )
+    })?;
+    Ok(())
+}
+
 /// Embeds every passage on `threads` threads, each with its own fork of the model.
 /// Passages are handed out by an atomic counter; every vector lands in its passage's
 /// slot, so the result does not depend on scheduling.
@@ -203,17 +228,15 @@ fn embed_all(
                 s.spawn(move || -> anyhow::Result<Vec<(usize, Embedding)>> {
                     let mut done = Vec::new();
                     loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(p) = passages.get(i) else {
+                        let i = next.fetch_add(BATCH, Ordering::Relaxed);
+                        let end = (i + BATCH).min(passages.len());
+                        let Some(batch) = passages.get(i..end).filter(|b| !b.is_empty()) else {
                             return Ok(done);
                         };
-                        let mut v = [0.0; DIM];
-                        e.embed_into(&passage_embed_text(&p.title, &p.text), &mut v)
-                            .with_context(|| {
-                                format!("embedding passage {:?} chunk {}", p.id, p.chunk)
-                            })?;
-                        done.push((i, v));
-                        bar.inc(1);
+                        let mut v = vec![[0.0; DIM]; batch.len()];
+                        embed_batch(&mut e, batch, &mut v)?;
+                        done.extend(v.into_iter().enumerate().map(|(j, v)| (i + j, v)));
+                        bar.inc(batch.len() as u64);
                     }
                 })
             })
