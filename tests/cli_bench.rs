@@ -56,6 +56,9 @@ fn json_follows_the_schema_and_names_the_librarys_kernels() {
     assert_eq!(cpu["arch"], std::env::consts::ARCH);
     assert!(cpu["model"].as_str().is_some_and(|m| !m.is_empty()));
     assert!(cpu["cores"].as_u64().is_some_and(|c| c >= 1));
+    if cfg!(target_os = "linux") {
+        assert!(cpu["load_avg"].as_f64().is_some_and(|l| l >= 0.0), "{cpu}");
+    }
     let features = cpu["features"].as_object().unwrap();
     for f in [
         "neon",

@@ -62,6 +62,9 @@ struct Cpu {
     model: String,
     /// Logical CPUs this process may run on.
     cores: usize,
+    /// The 1-minute load average when the run started (runnable threads; above `cores`
+    /// the figures include waiting for a CPU). None without /proc.
+    load_avg: Option<f64>,
     features: Features,
 }
 
@@ -218,6 +221,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let budget = Budget::new(args.quick);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let max_threads = args.threads.map_or(cores, usize::from).max(1);
+    let load_avg = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok());
 
     // The user's index is opened first only to learn which model made it (the header;
     // its pages are measured later).
@@ -332,6 +338,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             arch: std::env::consts::ARCH,
             model: cpu_model(),
             cores,
+            load_avg,
             features: features(),
         },
         kernels: Kernels {
@@ -782,8 +789,11 @@ fn table(r: &Report) -> String {
     );
     let _ = writeln!(
         s,
-        "cpu       {} ({}, {} cores)",
-        r.cpu.model, r.cpu.arch, r.cpu.cores
+        "cpu       {} ({}, {} cores, load {})",
+        r.cpu.model,
+        r.cpu.arch,
+        r.cpu.cores,
+        r.cpu.load_avg.map_or("n/a".into(), |l| format!("{l:.2}"))
     );
     let _ = writeln!(
         s,
