@@ -171,14 +171,22 @@ fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Passages per [`embed_batch`] call: their tokens (up to 256 each) are the rows of one
-/// GEMM per linear, so each weight panel is streamed once per 8 passages.
-const BATCH: usize = 8;
+/// Words of passages per [`embed_batch`] call (~250 tokens): short passages are
+/// embedded several at a time, their tokens the rows of one GEMM per linear, so each
+/// weight panel is read once per batch instead of once per passage. A batch closes as
+/// soon as it holds this many words, so long passages go alone or in pairs: beyond a
+/// few hundred rows a GEMM gains nothing from more (the weights are already reused
+/// across its rows) and its activations would fall out of cache while every weight
+/// panel passes over them. Which passages share a batch does not change any vector
+/// (each token's row is computed alone: `Int8Encoder::forward_batch`).
+const BATCH_WORDS: usize = 192;
+/// At most this many passages per batch (one-word passages).
+const BATCH_MAX: usize = 16;
 
 /// Embeds `passages` (title + text) as one batch through the encoder, into `out`.
 fn embed_batch(
     e: &mut Embedder,
-    passages: &[PassageRecord],
+    passages: &[&PassageRecord],
     out: &mut [Embedding],
 ) -> anyhow::Result<()> {
     let texts: Vec<String> = passages
@@ -227,15 +235,27 @@ fn embed_all(
             .map(|mut e| {
                 s.spawn(move || -> anyhow::Result<Vec<(usize, Embedding)>> {
                     let mut done = Vec::new();
+                    let mut batch = Vec::with_capacity(BATCH_MAX);
+                    let mut v = Vec::with_capacity(BATCH_MAX);
                     loop {
-                        let i = next.fetch_add(BATCH, Ordering::Relaxed);
-                        let end = (i + BATCH).min(passages.len());
-                        let Some(batch) = passages.get(i..end).filter(|b| !b.is_empty()) else {
+                        // Claim passages until the batch holds BATCH_WORDS words.
+                        batch.clear();
+                        let mut words = 0;
+                        while words < BATCH_WORDS && batch.len() < BATCH_MAX {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(p) = passages.get(i) else { break };
+                            words += p.text.split_whitespace().count();
+                            batch.push(i);
+                        }
+                        if batch.is_empty() {
                             return Ok(done);
-                        };
-                        let mut v = vec![[0.0; DIM]; batch.len()];
-                        embed_batch(&mut e, batch, &mut v)?;
-                        done.extend(v.into_iter().enumerate().map(|(j, v)| (i + j, v)));
+                        }
+                        let these: Vec<&PassageRecord> =
+                            batch.iter().map(|&i| &passages[i]).collect();
+                        v.clear();
+                        v.resize(batch.len(), [0.0; DIM]);
+                        embed_batch(&mut e, &these, &mut v)?;
+                        done.extend(batch.iter().copied().zip(v.iter().copied()));
                         bar.inc(batch.len() as u64);
                     }
                 })
