@@ -170,6 +170,8 @@ fn json_follows_the_schema_and_names_the_librarys_kernels() {
         let after = mem["peak_rss_after_embed_kib"].as_u64().unwrap();
         let end = mem["peak_rss_kib"].as_u64().unwrap();
         assert!(after > 0 && after <= end, "{mem}");
+        let now = mem["rss_end_kib"].as_u64().unwrap();
+        assert!(now > 0 && now <= end, "{mem}");
     }
 }
 

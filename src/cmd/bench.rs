@@ -169,8 +169,12 @@ struct Memory {
     /// Peak resident set (VmHWM) after loading the model and the one-thread embed runs,
     /// before any other embedder is loaded or any index opened.
     peak_rss_after_embed_kib: Option<u64>,
-    /// Peak resident set at the end (the index's pages included).
+    /// Peak resident set of the whole run: includes a second embedder (more threads)
+    /// and, without `--index`, making the synthetic index.
     peak_rss_kib: Option<u64>,
+    /// Resident set at the end (VmRSS), with what a daemon holds: one embedder, the
+    /// index populated, a searcher.
+    rss_end_kib: Option<u64>,
 }
 
 /// How long to repeat each measurement.
@@ -363,6 +367,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         memory: Memory {
             peak_rss_after_embed_kib,
             peak_rss_kib: vm_kib("VmHWM"),
+            rss_end_kib: vm_kib("VmRSS"),
         },
     };
     drop(searcher);
@@ -898,9 +903,10 @@ fn table(r: &Report) -> String {
     };
     let _ = writeln!(
         s,
-        "peak RSS  {} after model load + embeds; {} at the end",
+        "memory    peak RSS {} after model load + embeds, {} in the whole run; RSS {} at the end (model + index)",
         kib(r.memory.peak_rss_after_embed_kib),
-        kib(r.memory.peak_rss_kib)
+        kib(r.memory.peak_rss_kib),
+        kib(r.memory.rss_end_kib)
     );
     s
 }
