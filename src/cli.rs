@@ -39,6 +39,29 @@ pub enum Command {
     /// Publish a new index under a running daemon: check it (structure, checksum, model),
     /// write it beside PATH, fsync, rename over PATH, and send the daemon SIGHUP
     InstallIndex(InstallIndexArgs),
+    /// Measure primd on this machine: CPU features and chosen kernels, embed latency
+    /// per length and thread count, binary scan vs memory bandwidth, one speculative
+    /// step on an index, index page-in, peak RSS (a table, or --json)
+    Bench(BenchArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Model directory holding model-int8.onnx and tokenizer.json (made by models/fetch)
+    #[arg(long, value_name = "DIR", default_value = "models")]
+    pub model: PathBuf,
+    /// Measure on this index (made by build-index); without it, on a synthetic one
+    #[arg(long, value_name = "FILE")]
+    pub index: Option<PathBuf>,
+    /// Embed with 1..=N threads (default: the CPUs available)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub threads: Option<u16>,
+    /// A few runs per figure and a small synthetic index (CI, emulators)
+    #[arg(long)]
+    pub quick: bool,
+    /// One JSON object on stdout (schema: docs/bench.md) instead of the table
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -1,6 +1,7 @@
 //! One function per `primd` command. Each takes its parsed arguments and returns a
 //! `Result`; `main` does the printing of errors.
 
+mod bench;
 mod embed;
 mod eval;
 mod install_index;
@@ -23,6 +24,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => run::run(&args),
         Command::Eval(args) => eval::run(&args),
         Command::InstallIndex(args) => install_index::run(&args),
+        Command::Bench(args) => bench::run(&args),
     }
 }
 

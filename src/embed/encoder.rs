@@ -268,10 +268,30 @@ impl Int8Encoder {
     /// Runs the encoder on `ids` (at most [`super::MAX_TOKENS`], each below the vocabulary
     /// size: the tokenizer guarantees both); the hidden states end in `s.hidden()`.
     pub(crate) fn forward(&self, ids: &[u32], par: &dyn Parallel, s: &mut Scratch) {
+        self.forward_batch(ids, &[ids.len()], par, s);
+    }
+
+    /// Runs the encoder on several sequences at once: `ids` holds them back to back,
+    /// `lens` their lengths (each at most [`super::MAX_TOKENS`]). Their tokens are the
+    /// rows of one GEMM per linear, so the weights are streamed once per batch instead
+    /// of once per sequence (index building: many passages); embeddings, LayerNorm and
+    /// attention stay per sequence. Every op is row-wise (per-token quantisation, per-row
+    /// norms) except attention, which never crosses a sequence, so each sequence's rows
+    /// are the ones [`forward`](Self::forward) alone would give. The hidden states end
+    /// in `s.hidden()`, sequence `i` at rows `lens[..i].sum()..` onwards.
+    pub(crate) fn forward_batch(
+        &self,
+        ids: &[u32],
+        lens: &[usize],
+        par: &dyn Parallel,
+        s: &mut Scratch,
+    ) {
         let n = ids.len();
+        assert_eq!(lens.iter().sum::<usize>(), n, "lens must cover ids");
+        let max_len = lens.iter().copied().max().unwrap_or(0);
         assert!(
-            n <= self.positions.len() / DIM,
-            "{n} tokens: longer than the model"
+            max_len <= self.positions.len() / DIM,
+            "{max_len} tokens: longer than the model"
         );
         let grow = |v: &mut Vec<f32>, len: usize| {
             v.clear();
@@ -282,13 +302,24 @@ impl Int8Encoder {
         grow(&mut s.qkv, n * 3 * DIM);
         grow(&mut s.ctx, n * DIM);
         grow(&mut s.h, n * FFN);
-        grow(&mut s.scores, n);
-        self.embed_tokens(ids, &mut s.x);
+        grow(&mut s.scores, max_len);
+        let mut start = 0;
+        for &len in lens {
+            let rows = start..start + len;
+            self.embed_tokens(&ids[rows], &mut s.x[start * DIM..(start + len) * DIM]);
+            start += len;
+        }
         layer_norm(&mut s.x, &self.norm0);
         for l in &self.layers {
             let lin = qgemm::linear_fused;
             lin(&s.x, n, &l.qkv, Epilogue::Bias, par, &mut s.q, &mut s.qkv);
-            attention(&s.qkv, n, &mut s.scores, &mut s.ctx);
+            let mut start = 0;
+            for &len in lens {
+                let qkv = &s.qkv[start * 3 * DIM..(start + len) * 3 * DIM];
+                let ctx = &mut s.ctx[start * DIM..(start + len) * DIM];
+                attention(qkv, len, &mut s.scores, ctx);
+                start += len;
+            }
             let res = Epilogue::BiasResidual(&s.x);
             lin(&s.ctx, n, &l.out, res, par, &mut s.q, &mut s.t);
             layer_norm(&mut s.t, &l.norm1);

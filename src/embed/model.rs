@@ -285,6 +285,45 @@ impl Embed for Embedder {
     fn fingerprint(&self) -> Fingerprint {
         self.fingerprint
     }
+
+    /// The int8 engine runs the whole batch as one forward pass (its tokens are the rows
+    /// of each GEMM, [`Int8Encoder::forward_batch`]); the same vectors as one by one.
+    fn embed_batch(
+        &mut self,
+        texts: &[&str],
+        out: &mut [Embedding],
+    ) -> Result<Vec<usize>, EmbedError> {
+        assert_eq!(texts.len(), out.len(), "one output slot per text");
+        if !matches!(self.engine, Engine::Int8 { .. }) {
+            let each = texts.iter().zip(out.iter_mut());
+            return each.map(|(t, o)| self.embed_into(t, o)).collect();
+        }
+        let (mut ids, mut lens) = (Vec::new(), Vec::with_capacity(texts.len()));
+        for t in texts {
+            self.tokenizer.encode_into(t, &mut self.ids)?;
+            ids.extend_from_slice(&self.ids);
+            lens.push(self.ids.len());
+        }
+        if let Engine::Int8 {
+            encoder,
+            scratch,
+            pool,
+        } = &mut self.engine
+        {
+            let par: &dyn crate::qgemm::Parallel = match pool {
+                Some(p) => p,
+                None => &crate::qgemm::Serial,
+            };
+            encoder.forward_batch(&ids, &lens, par, scratch);
+            let mut rows = scratch.hidden();
+            for (&len, o) in lens.iter().zip(out.iter_mut()) {
+                let (mine, rest) = rows.split_at(len * DIM);
+                mean_pool_normalize(mine, o);
+                rows = rest;
+            }
+        }
+        Ok(lens)
+    }
 }
 
 /// The model file (in a model directory) that runs at `precision`.

@@ -138,3 +138,46 @@ fn the_fused_pass_matches_the_tract_graph_of_the_same_file() {
         assert!(cos > bar, "{n} tokens: cosine {cos}");
     }
 }
+
+#[test]
+fn a_batch_gives_each_text_the_vector_it_gets_alone() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    if !dir.join(crate::embed::MODEL_INT8_FILE).is_file() {
+        eprintln!("skipped: run models/fetch first");
+        return;
+    }
+    let long = "passage ".repeat(300);
+    let texts = [
+        "turn off the kitchen lights",
+        "",
+        long.as_str(),
+        "Normans\nThe Normans were the people who in the 10th and 11th centuries gave their name to Normandy",
+        "what is the capital of the country whose flag is red and white",
+    ];
+    for threads in [1, 3] {
+        let opts = EmbedderOptions {
+            precision: Precision::Int8,
+            threads,
+        };
+        let mut e = Embedder::load(&dir, &opts).unwrap();
+        let mut batch = vec![[0.0; DIM]; texts.len()];
+        let counts = e.embed_batch(&texts, &mut batch).unwrap();
+        for (i, t) in texts.iter().enumerate() {
+            let mut alone = [0.0; DIM];
+            assert_eq!(e.embed_into(t, &mut alone).unwrap(), counts[i], "{t:?}");
+            // Bit-identical: every op is row-wise or within one text, with the same
+            // arithmetic whatever rows share a GEMM (so build-index's output does not
+            // depend on which passages share a batch).
+            assert_eq!(
+                alone,
+                batch[i],
+                "{threads} threads, text {i}: batch and alone differ (cosine {})",
+                cosine(&alone, &batch[i])
+            );
+        }
+        // The batch after a longer one reuses the buffers and is still right.
+        let mut again = vec![[0.0; DIM]; 2];
+        e.embed_batch(&texts[..2], &mut again).unwrap();
+        assert_eq!(again[..], batch[..2]);
+    }
+}

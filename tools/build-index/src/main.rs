@@ -162,9 +162,43 @@ fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Words of passages per [`embed_batch`] call (~250 tokens): short passages are
+/// embedded several at a time, their tokens the rows of one GEMM per linear, so each
+/// weight panel is read once per batch instead of once per passage. A batch closes as
+/// soon as it holds this many words, so long passages go alone or in pairs: beyond a
+/// few hundred rows a GEMM gains nothing from more (the weights are already reused
+/// across its rows) and its activations would fall out of cache while every weight
+/// panel passes over them. Which passages share a batch does not change any vector
+/// (each token's row is computed alone: `Int8Encoder::forward_batch`).
+const BATCH_WORDS: usize = 192;
+/// At most this many passages per batch (one-word passages).
+const BATCH_MAX: usize = 16;
+
+/// Embeds `passages` (title + text) as one batch through the encoder, into `out`.
+fn embed_batch(
+    e: &mut Embedder,
+    passages: &[&PassageRecord],
+    out: &mut [Embedding],
+) -> anyhow::Result<()> {
+    let texts: Vec<String> = passages
+        .iter()
+        .map(|p| passage_embed_text(&p.title, &p.text))
+        .collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    e.embed_batch(&texts, out).with_context(|| {
+        let (first, last) = (&passages[0], &passages[passages.len() - 1]);
+        format!(
+            "embedding passages {:?} chunk {} to {:?} chunk {}",
+            first.id, first.chunk, last.id, last.chunk
+        )
+    })?;
+    Ok(())
+}
+
 /// Embeds every passage on `threads` threads, each with its own fork of the model
-/// ([`primd::parallel::map`]): every vector lands in its passage's slot, so the result
-/// does not depend on scheduling, and the first failure stops the others.
+/// ([`primd::parallel::map`] over batches of consecutive passages): every vector lands in
+/// its passage's slot, so the result does not depend on scheduling, and the first
+/// failure stops the others.
 fn embed_all(
     embedder: &Embedder,
     passages: &[PassageRecord],
@@ -183,18 +217,32 @@ fn embed_all(
         .expect("valid template")
         .progress_chars("=> "),
     );
-    let vectors = primd::parallel::map(
-        passages,
+    // Consecutive passages, a batch closing once it holds BATCH_WORDS words.
+    let mut batches: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut start = 0;
+    let mut words = 0;
+    for (i, p) in passages.iter().enumerate() {
+        words += p.text.split_whitespace().count();
+        if words >= BATCH_WORDS || i + 1 - start >= BATCH_MAX {
+            batches.push(start..i + 1);
+            (start, words) = (i + 1, 0);
+        }
+    }
+    if start < passages.len() {
+        batches.push(start..passages.len());
+    }
+    let parts = primd::parallel::map(
+        &batches,
         threads,
         || Ok(embedder.fork()?),
-        |e, _, p| {
-            let mut v = [0.0; DIM];
-            e.embed_into(&passage_embed_text(&p.title, &p.text), &mut v)
-                .with_context(|| format!("embedding passage {:?} chunk {}", p.id, p.chunk))?;
-            bar.inc(1);
+        |e, _, range| {
+            let these: Vec<&PassageRecord> = passages[range.clone()].iter().collect();
+            let mut v = vec![[0.0; DIM]; these.len()];
+            embed_batch(e, &these, &mut v)?;
+            bar.inc(these.len() as u64);
             Ok(v)
         },
     );
     bar.finish_and_clear();
-    vectors
+    Ok(parts?.into_iter().flatten().collect())
 }

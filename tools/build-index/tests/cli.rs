@@ -215,3 +215,50 @@ fn lexical_section_by_default_analyzer_on_request_or_none() {
         &["BM25 b"],
     );
 }
+
+#[test]
+fn batched_embedding_stores_exactly_the_vectors_of_one_at_a_time() {
+    use primd::embed::{DIM, Embed, Embedder, EmbedderOptions, cosine};
+    use primd::index::{passage_embed_text, quantize_i8};
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus.jsonl");
+    // 19 passages of 1 to ~250 tokens: batches of several short ones, long ones alone.
+    let mut lines = String::new();
+    for i in 0..19 {
+        let words: Vec<String> = (0..1 + i * i / 2)
+            .map(|w| format!("w{}x{}", w % 37, i))
+            .collect();
+        let title = if i % 3 == 0 { "" } else { "Title" };
+        lines.push_str(&format!(
+            "{{\"id\": \"p{i}\", \"title\": \"{title}\", \"text\": \"{}\"}}\n",
+            words.join(" ")
+        ));
+    }
+    std::fs::write(&corpus, lines).unwrap();
+    let out = dir.path().join("x.idx");
+    let o = build(&corpus, &out, &["--chunk-words", "0", "--threads", "2"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let index = primd::index::Index::open(&out).unwrap();
+    assert_eq!(index.len(), 19);
+    let mut e = Embedder::load(&model_dir(), &EmbedderOptions::default()).unwrap();
+    for i in 0..index.len() {
+        let p = index.passage(i).unwrap();
+        let mut alone = [0.0; DIM];
+        e.embed_into(&passage_embed_text(p.title, p.text), &mut alone)
+            .unwrap();
+        let mut q = [0i8; DIM];
+        let scale = quantize_i8(&alone, &mut q);
+        // Batching changes no arithmetic (each token's row is computed alone), so the
+        // stored int8 vector is the very one of embedding the passage alone.
+        let dequant = |v: &[i8], s: f32| v.iter().map(|&x| f32::from(x) * s).collect::<Vec<_>>();
+        let cos = cosine(
+            &dequant(&q, scale),
+            &dequant(index.vector(i), index.scale(i)),
+        );
+        assert_eq!(
+            (index.vector(i), index.scale(i)),
+            (&q[..], scale),
+            "passage {i}: cosine {cos} to one-at-a-time"
+        );
+    }
+}
