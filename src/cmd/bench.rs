@@ -558,7 +558,8 @@ impl SyntheticIndex {
     fn write(passages: usize, words: usize, fingerprint: &[u8; 32]) -> anyhow::Result<Self> {
         const VOCAB: usize = 20_000;
         let path = std::env::temp_dir().join(format!("primd-bench-{}.idx", std::process::id()));
-        let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+        // Seeded: two runs bench the same synthetic index.
+        let mut rng = primd::testing::Rng::new(1);
         // Zipf(1) over VOCAB ranks by inverse CDF on the harmonic numbers.
         let harmonic: Vec<f64> = (1..=VOCAB)
             .scan(0.0, |h, r| {
@@ -622,31 +623,6 @@ fn word(rank: usize) -> String {
         r /= 75;
     }
     s
-}
-
-/// xorshift64*: seeded and repeatable, so two runs bench the same synthetic index.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// Uniform in (0, 1).
-    fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    /// Standard normal (Box–Muller).
-    fn gauss(&mut self) -> f32 {
-        let (u, v) = (self.unit(), self.unit());
-        ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
-    }
 }
 
 /// Asks the kernel to drop `path`'s cached pages, so the next open reads it from
