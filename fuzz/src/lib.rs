@@ -3,8 +3,9 @@
 //! The dialect parsers are a crate of their own (`primd-input`), a plain dependency. The
 //! index reader is not: it lives in the `primd` crate, which pulls in tract and
 //! tokenizers, whose instrumented build would cost more CPU than the fuzzing itself on a
-//! small shared machine. So this crate includes `src/index`, `src/lexical`, `src/scan`
-//! and `src/hits.rs` by path (with the one function of `src/stream` the lexical analyzer
+//! small shared machine. So this crate includes `src/index` (with its live, swappable
+//! handle and `src/notify.rs`, which that uses), `src/lexical`, `src/scan` and
+//! `src/hits.rs` by path (with the one function of `src/stream` the lexical analyzer
 //! uses): the same files `cargo build` compiles. CI builds this crate (`.ci/run`), so a
 //! change there that breaks it fails CI.
 #![allow(dead_code, unused_imports)]
@@ -20,6 +21,9 @@ pub mod scan;
 
 #[path = "../../src/hits.rs"]
 pub mod hits;
+
+#[path = "../../src/notify.rs"]
+pub mod notify;
 
 #[path = "../../src/stream/normalize.rs"]
 #[doc(hidden)]
