@@ -20,7 +20,9 @@ for line in sys.stdin:
     right += ok
     c, ms = ev["counts"], ev["ms"]
     print(f"{n:2}. \"{ev['text']}\"")
-    print(f"    {'✓' if ok else '✗'} {top['title'] if top else '(no result)'} (score {top['score']:.2f})"
+    conf = ev.get("confidence")
+    sure = f", confidence {conf:.2f}, evidence {ev.get('evidence')}" if conf is not None else ""
+    print(f"    {'✓' if ok else '✗'} {top['title'] if top else '(no result)'} (score {top['score']:.2f}{sure})"
           if top else "    ✗ (no result)")
     print(f"    results {ms['eou_to_result']:.2f} ms after end of speech via '{ev['path']}' "
           f"({c['partials']} partials, {c['embeds']} embeds, {c['speculative_searches']} "
