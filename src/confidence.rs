@@ -17,7 +17,7 @@
 //! in docs/benchmarks.md). Other corpora shift the calibration; the ranking (AUROC) is
 //! what travels best, so the threshold is a setting (`low_evidence_threshold`).
 
-use crate::hybrid::Retriever;
+use crate::hybrid::{Ranked, Retriever};
 
 /// Logistic coefficients (from `tools/eval/calibrate.py`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -78,12 +78,35 @@ pub fn confidence(retriever: Retriever, scores: &[f32], top1_cosine: Option<f32>
     Some(1.0 / (1.0 + (-z).exp()))
 }
 
-/// `"ok"` or `"low"`: what the agent should do with the top-1.
-pub fn evidence(confidence: Option<f32>, threshold: f32) -> &'static str {
-    match confidence {
-        Some(c) if c >= threshold => "ok",
-        _ => "low",
+/// [`confidence`] of a result list as the searchers return it (best first): its first
+/// three scores and the top-1's dense cosine.
+pub fn of_ranked(retriever: Retriever, hits: &Ranked) -> Option<f32> {
+    let mut top = [0.0f32; 3];
+    let n = hits.len().min(3);
+    for (t, h) in top.iter_mut().zip(hits.iter()) {
+        *t = h.score;
     }
+    confidence(
+        retriever,
+        &top[..n],
+        hits.iter().next().and_then(|h| h.dense),
+    )
+}
+
+/// Whether the top-1 should not be presented as the answer: below `threshold`, or no
+/// result at all.
+pub fn is_low(confidence: Option<f32>, threshold: f32) -> bool {
+    !confidence.is_some_and(|c| c >= threshold)
+}
+
+/// `"ok"` or `"low"`: what the agent should do with the top-1 (the JSON value).
+pub fn label(low: bool) -> &'static str {
+    if low { "low" } else { "ok" }
+}
+
+/// [`label`] of [`is_low`].
+pub fn evidence(confidence: Option<f32>, threshold: f32) -> &'static str {
+    label(is_low(confidence, threshold))
 }
 
 #[cfg(test)]

@@ -531,15 +531,19 @@ impl Live {
         }
     }
 
+    /// A validated index waits and no boundary has been asked for it yet (nor is the
+    /// daemon stopping): one atomic load in the common case.
+    fn swap_due(&self) -> bool {
+        !self.boundary_asked && self.draining.is_none() && self.live.swap_pending()
+    }
+
     /// An event that arrived while the retriever waited. When an index was staged
     /// meanwhile (SIGHUP during the wait), it is kept for after the swap and a boundary
     /// asked first, so that a question asked after the reload is answered from the new
     /// index.
     fn arrived(&mut self, m: Result<Inbound, crossbeam_channel::RecvError>) -> Next<Instant> {
         match m {
-            Ok(m)
-                if !self.boundary_asked && self.draining.is_none() && self.live.swap_pending() =>
-            {
+            Ok(m) if self.swap_due() => {
                 self.carry = Some(m);
                 self.boundary_asked = true;
                 Next::Boundary
@@ -610,7 +614,7 @@ impl<'i, E: Embed> Driver<StreamingRetriever<'i, E>> for Live {
 
     fn poll(&mut self) -> Next<Instant> {
         // A validated index waits: finish the open utterance on the old one, then swap.
-        if !self.boundary_asked && self.draining.is_none() && self.live.swap_pending() {
+        if self.swap_due() {
             self.boundary_asked = true;
             return Next::Boundary;
         }

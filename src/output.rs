@@ -149,7 +149,7 @@ fn encode(out: &mut Vec<u8>, index: &Index, msg: &Outbound) -> anyhow::Result<()
                 reused_embedding: outcome.reused_embedding,
                 speculation_cosine: outcome.speculation_cosine,
                 confidence: outcome.confidence,
-                evidence: if outcome.low_evidence { "low" } else { "ok" },
+                evidence: crate::confidence::label(outcome.low_evidence),
                 results,
                 ms: Ms {
                     embed: outcome.timings.embed_ms,

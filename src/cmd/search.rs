@@ -109,9 +109,7 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
                 .iter()
                 .map(|h| Ok(ResultJson::new(index.passage(h.index as usize)?, h)))
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            let top: heapless::Vec<f32, 3> = hits.iter().take(3).map(|h| h.score).collect();
-            let cosine = hits.iter().next().and_then(|h| h.dense);
-            let confidence = confidence::confidence(retriever, &top, cosine);
+            let confidence = confidence::of_ranked(retriever, &hits);
             let line = OutputLine {
                 id,
                 confidence,

@@ -385,15 +385,8 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             final_norm.clone_from(&self.current);
         }
         let outcome = self.finish(&final_norm).map(|mut o| {
-            let mut top = [0.0f32; 3];
-            let n = o.hits.len().min(3);
-            for (t, h) in top.iter_mut().zip(o.hits.iter()) {
-                *t = h.score;
-            }
-            let cosine = o.hits.iter().next().and_then(|h| h.dense);
-            o.confidence = confidence::confidence(self.cfg.retriever, &top[..n], cosine);
-            o.low_evidence =
-                confidence::evidence(o.confidence, self.cfg.low_evidence_threshold) == "low";
+            o.confidence = confidence::of_ranked(self.cfg.retriever, &o.hits);
+            o.low_evidence = confidence::is_low(o.confidence, self.cfg.low_evidence_threshold);
             o
         });
         self.final_norm = final_norm; // keep the buffer's capacity
