@@ -35,6 +35,7 @@
 //! [`SPECULATIVE_ROOM`] wait, and a final that does not fit disconnects that client
 //! (logged, counted), so a client that never reads costs the others nothing.
 
+pub mod listen;
 pub(crate) mod table;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
