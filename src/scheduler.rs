@@ -124,6 +124,11 @@ pub enum Next<T> {
     /// utterance is open, else as soon as the open one has ended (e.g. to rebuild the
     /// work over a new index, while the utterance in flight finishes on the old one).
     Boundary,
+    /// Return from [`Scheduler::run`] now, open utterances or not (a boundary asked
+    /// earlier did not come in time): their lanes stay open here, and the work the
+    /// driver rebuilds starts their utterance states afresh (a final then searches in
+    /// full, on the new index).
+    BoundaryNow,
 }
 
 /// Whether the loop goes on after a callback.
@@ -238,8 +243,9 @@ pub enum Stopped {
     End,
     /// A callback returned [`Flow::Stop`].
     Driver,
-    /// The driver asked for it ([`Next::Boundary`]); no utterance is open, and events
-    /// not yet taken are still the driver's: [`Scheduler::run`] can go on with them.
+    /// The driver asked for it ([`Next::Boundary`]); no utterance is open (unless the
+    /// driver forced it: [`Next::BoundaryNow`]), and events not yet taken are still the
+    /// driver's: [`Scheduler::run`] can go on with them.
     Boundary,
 }
 
@@ -413,6 +419,10 @@ impl<T: Time> Scheduler<T> {
                 Next::Boundary => {
                     self.boundary_asked = true;
                     Flow::Continue
+                }
+                Next::BoundaryNow => {
+                    self.boundary_asked = false;
+                    return Stopped::Boundary;
                 }
                 Next::End => {
                     for l in 0..self.lanes.len() {

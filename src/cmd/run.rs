@@ -82,6 +82,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         emit_speculative: args.emit_speculative,
         pace: args.pace.unwrap_or(0.0),
         stop_grace: Duration::from_millis(args.stop_grace_ms),
+        swap_wait: daemon::SWAP_WAIT,
     };
     drop(index);
     // From here SIGINT/SIGTERM no longer kill the process: the daemon handles them.

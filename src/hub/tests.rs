@@ -30,6 +30,13 @@ pub(crate) fn daemon() -> Daemon {
 
 /// The daemon serving the hub, with `input` as the STT pipe (session `stt`).
 pub(crate) fn daemon_with(input: Option<Box<dyn std::io::BufRead + Send>>) -> Daemon {
+    daemon_opts(input, DaemonOptions::default())
+}
+
+pub(crate) fn daemon_opts(
+    input: Option<Box<dyn std::io::BufRead + Send>>,
+    opts: DaemonOptions,
+) -> Daemon {
     let dir = tempfile::tempdir().unwrap();
     let index = index(dir.path());
     let c = cfg(&index, Layer1::default());
@@ -40,7 +47,6 @@ pub(crate) fn daemon_with(input: Option<Box<dyn std::io::BufRead + Send>>) -> Da
     let (res_tx, res_rx) = bounded(1);
     let (out_tx, out_rx) = bounded(1024);
     std::thread::spawn(move || {
-        let opts = DaemonOptions::default();
         let out = Box::new(Chunks(out_tx));
         let r = run_hub(&c, &opts, HashEmbedder, live, input, out, sig_rx, inbox);
         let _ = res_tx.send(r);
@@ -487,5 +493,30 @@ fn sessions_are_bounded() {
     let mut again = d.hub.open_session("one-more").unwrap();
     assert_eq!(again.partial(1, "x").unwrap(), Taken::Yes);
     drop(open);
+    d.stop();
+}
+
+#[test]
+fn a_reload_does_not_wait_forever_for_a_turn_left_open() {
+    let opts = DaemonOptions {
+        swap_wait: std::time::Duration::ZERO,
+        ..Default::default()
+    };
+    let mut d = daemon_opts(None, opts);
+    d.listen();
+    let (mut idle, mut a) = (d.connect(), d.connect());
+    idle.send(r#"{"session":"open","turn":1,"partial":"what is the capital of france"}"#);
+    assert_eq!(idle.command(r#"{"cmd":"ping"}"#)["ok"], true);
+    assert_eq!(a.command(r#"{"cmd":"reload"}"#)["ok"], true);
+    a.send(r#"{"session":"a","turn":1,"final":"play some jazz"}"#);
+    assert_eq!(a.next("a's final")["results"][0]["id"], "jazz");
+    assert_eq!(d.hub.stats().swaps, 1, "swapped with a turn open");
+    // The open turn lost its speculation with the old index, not its words.
+    idle.send(r#"{"session":"open","turn":1,"end_of_speech":true}"#);
+    let v = idle.next("the open turn's final");
+    assert_eq!(
+        (v["text"].as_str(), v["results"][0]["id"].as_str()),
+        (Some("what is the capital of france"), Some("paris"))
+    );
     d.stop();
 }
