@@ -437,12 +437,17 @@ fn each_retriever_answers_the_stream_and_speculative_events_show_the_fused_guess
             continue; // its events come with dense speculations only
         }
         // Lexical queries run on every partial: the last guess of the first utterance
-        // ("what is the capital of france") is Paris.
+        // ("what is the capital of france") is Paris. On a loaded machine the final can
+        // supersede that partial unseen (counted as stale): then the last guess was made
+        // on an earlier partial and may differ.
         let last_first = events
             .iter()
             .rfind(|e| e["utterance"] == 1)
             .unwrap_or_else(|| panic!("{retriever}: {events:?}"));
-        assert_eq!(last_first["candidates"][0]["id"], "paris", "{retriever}");
+        let superseded = f[0]["counts"]["stale_dropped"].as_u64().unwrap() > 0;
+        if !superseded {
+            assert_eq!(last_first["candidates"][0]["id"], "paris", "{retriever}");
+        }
     }
 }
 
