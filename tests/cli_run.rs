@@ -422,7 +422,14 @@ fn each_retriever_answers_the_stream_and_speculative_events_show_the_fused_guess
                 "{retriever}: {v}"
             );
             let lexical = v["counts"]["lexical_searches"].as_u64().unwrap();
-            assert_eq!(lexical > 0, retriever != "dense", "{retriever}: {v}");
+            if retriever == "dense" {
+                assert_eq!(lexical, 0, "{v}");
+            } else {
+                // Every observed partial gets a lexical query; on a loaded machine all of
+                // an utterance's partials can be superseded unseen (counted as stale).
+                let stale = v["counts"]["stale_dropped"].as_u64().unwrap();
+                assert!(lexical > 0 || stale > 0, "{retriever}: {v}");
+            }
             let hit = &v["results"][0];
             assert_eq!(hit["bm25"].is_null(), retriever == "dense", "{hit}");
             assert_eq!(hit["dense"].is_null(), retriever == "lexical", "{hit}");
