@@ -169,6 +169,24 @@ pub struct RunArgs {
     /// `primd install-index --pid-file` sends it); removed at exit
     #[arg(long, value_name = "FILE")]
     pub pid_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub wyoming: WyomingArgs,
+}
+
+/// Home Assistant's Wyoming protocol (docs/wyoming.md).
+#[derive(Args, Debug)]
+pub struct WyomingArgs {
+    /// Serve Wyoming on tcp:HOST:PORT (loopback only unless --allow-remote): each
+    /// connection is a session wyoming-N; describe → info (a "handle" service)
+    #[arg(long, value_name = "tcp:HOST:PORT")]
+    pub wyoming: Option<String>,
+    /// With --wyoming: relay every connection to this speech service byte for byte
+    /// (tcp://HOST:PORT) and retrieve from the transcripts it sends back
+    #[arg(long, value_name = "tcp://HOST:PORT", requires = "wyoming")]
+    pub wyoming_proxy: Option<String>,
+    /// Listen on non-loopback addresses (the protocols have no authentication)
+    #[arg(long)]
+    pub allow_remote: bool,
 }
 
 #[derive(Args, Debug)]

@@ -42,7 +42,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         live.require_lexical(retriever.as_str());
     }
     signals.spawn(live.clone())?;
-    let input: Box<dyn BufRead + Send> = if args.input == "-" {
+    let mut dialect = args.dialect.0;
+    let mut input: Box<dyn BufRead + Send> = if args.input == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else if args.input.starts_with("serial:") {
         let spec: SerialSpec = args.input.parse().map_err(anyhow::Error::msg)?;
@@ -52,6 +53,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             .with_context(|| format!("opening input {:?}", args.input))?;
         Box::new(std::io::BufReader::new(file))
     };
+    if let Some(w) = super::wyoming::start(args, &index, retriever.as_str())? {
+        (input, dialect) = w;
+    }
     // Results go straight to file descriptor 1, one write(2) per line: no buffering of
     // std's stdout and no lock held across a blocked write.
     let stdout = std::io::stdout()
@@ -65,7 +69,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         if cfg.stream.enabled { "on" } else { "off" }
     );
     let dopts = DaemonOptions {
-        dialect: Some(args.dialect.0),
+        dialect: Some(dialect),
         emit_speculative: args.emit_speculative,
         pace: args.pace.unwrap_or(0.0),
         stop_grace: Duration::from_millis(args.stop_grace_ms),
