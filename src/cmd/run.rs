@@ -42,8 +42,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         live.require_lexical(retriever.as_str());
     }
     signals.spawn(live.clone())?;
-    let mut dialect = args.dialect.0;
-    let mut input: Box<dyn BufRead + Send> = if args.input == "-" {
+    let input: Box<dyn BufRead + Send> = if args.input == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else if args.input.starts_with("serial:") {
         let spec: SerialSpec = args.input.parse().map_err(anyhow::Error::msg)?;
@@ -53,15 +52,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
             .with_context(|| format!("opening input {:?}", args.input))?;
         Box::new(std::io::BufReader::new(file))
     };
-    if let Some(w) = super::wyoming::start(args, &index, retriever.as_str())? {
-        (input, dialect) = w;
-    }
     // Results go straight to file descriptor 1, one write(2) per line: no buffering of
     // std's stdout and no lock held across a blocked write.
     let stdout = std::io::stdout()
         .as_fd()
         .try_clone_to_owned()
         .context("duplicating stdout")?;
+    let stdout = super::wyoming::SharedOut::new(std::fs::File::from(stdout));
+    let wyoming = super::wyoming::start(args, &index, retriever.as_str(), &live, &stdout)?;
     log::info!(
         "serving {} passages from {:?}; {retriever} retriever; streaming {}",
         index.len(),
@@ -69,7 +67,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         if cfg.stream.enabled { "on" } else { "off" }
     );
     let dopts = DaemonOptions {
-        dialect: Some(dialect),
+        dialect: Some(args.dialect.0),
         emit_speculative: args.emit_speculative,
         pace: args.pace.unwrap_or(0.0),
         stop_grace: Duration::from_millis(args.stop_grace_ms),
@@ -78,15 +76,28 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     // From here SIGINT/SIGTERM no longer kill the process: the daemon handles them.
     let signals = daemon::signals()?;
     let pid_file = args.pid_file.as_deref().map(PidFile::write).transpose()?;
-    let stats = daemon::run(
-        &cfg,
-        &dopts,
-        embedder,
-        live,
-        input,
-        Box::new(std::fs::File::from(stdout)),
-        signals,
-    )?;
+    let stats = match wyoming {
+        // Wyoming sessions are lanes of the hub, next to the pipe.
+        Some(inbox) => daemon::run_hub(
+            &cfg,
+            &dopts,
+            embedder,
+            live,
+            Some(input),
+            Box::new(stdout),
+            signals,
+            inbox,
+        )?,
+        None => daemon::run(
+            &cfg,
+            &dopts,
+            embedder,
+            live,
+            input,
+            Box::new(stdout),
+            signals,
+        )?,
+    };
     if let Some(sig) = stats.forced {
         // A second signal: now, whatever the other threads are doing.
         drop(pid_file);

@@ -3,9 +3,9 @@
 //! for a turn's final result. The connection code depends on this only, so it is tested
 //! with a recording backend and runs on whichever daemon plumbing `primd run` has.
 
-use std::io::Write;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use crate::hub::{self, Client, Hub};
 
 /// A final result, as much of it as a Wyoming reply needs.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,62 +38,117 @@ pub trait Backend: Send + Sync {
     fn results(&self, session: &str) -> anyhow::Result<Option<Box<dyn Results>>>;
 }
 
-/// The daemon's single STT stream as a backend: turns become `jsonl` lines written to
-/// the daemon's input (a pipe), results go to stdout only. Sessions share the stream:
-/// two Wyoming connections speaking at once interleave into one utterance, so this is
-/// for one connection at a time.
-pub struct PipeBackend {
-    pipe: Mutex<Box<dyn Write + Send>>,
-}
+/// The daemon's hub ([`crate::hub`]) as the backend: each connection's session is a
+/// lane of the one retriever; its results reach the socket API's subscribers (and
+/// primd's stdout, where `primd run` subscribes a printer), and the server's replies
+/// come from a client of the hub subscribed to its own session.
+pub struct HubBackend(pub Hub);
 
-impl PipeBackend {
-    pub fn new(pipe: Box<dyn Write + Send>) -> Self {
-        PipeBackend {
-            pipe: Mutex::new(pipe),
-        }
+impl Backend for HubBackend {
+    fn open_session(&self, name: &str) -> anyhow::Result<Box<dyn Session>> {
+        Ok(Box::new(self.0.open_session(name)?))
     }
 
-    fn line(&self, key: &str, text: &str) -> anyhow::Result<()> {
-        let mut line = serde_json::to_vec(&serde_json::json!({ key: text }))?;
-        line.push(b'\n');
-        let mut pipe = self.pipe.lock().unwrap_or_else(|p| p.into_inner());
-        pipe.write_all(&line)?;
+    fn results(&self, session: &str) -> anyhow::Result<Option<Box<dyn Results>>> {
+        let mut client = self.0.connect(&format!("{session} replies"))?;
+        client.subscribe(session, false)?;
+        Ok(Some(Box::new(HubResults {
+            client,
+            buf: Vec::new(),
+        })))
+    }
+}
+
+impl Session for hub::Session {
+    fn partial(&mut self, turn: u64, text: &str) -> anyhow::Result<()> {
+        hub::Session::partial(self, turn, text)?;
+        Ok(())
+    }
+
+    fn final_(&mut self, turn: u64, text: &str) -> anyhow::Result<()> {
+        hub::Session::final_(self, turn, text)?;
+        Ok(())
+    }
+
+    fn end_of_speech(&mut self, turn: u64) -> anyhow::Result<()> {
+        hub::Session::end_of_speech(self, turn)?;
         Ok(())
     }
 }
 
-struct PipeSession<'a> {
-    backend: &'a PipeBackend,
-    newest: String,
+struct HubResults {
+    client: Client,
+    buf: Vec<u8>,
 }
 
-impl Backend for &'static PipeBackend {
-    fn open_session(&self, _name: &str) -> anyhow::Result<Box<dyn Session>> {
-        Ok(Box::new(PipeSession {
-            backend: self,
-            newest: String::new(),
-        }))
-    }
-
-    fn results(&self, _session: &str) -> anyhow::Result<Option<Box<dyn Results>>> {
-        Ok(None)
+impl Results for HubResults {
+    fn final_of(&mut self, turn: u64, timeout: Duration) -> Option<FinalResult> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            let d = self.client.results().recv_timeout(left).ok()?;
+            if !d.is_final() || d.turn != turn {
+                continue;
+            }
+            // The protocol's line, read back: what a subscriber sees is what is spoken.
+            self.buf.clear();
+            d.encode(&mut self.buf).ok()?;
+            return Some(final_result(&self.buf));
+        }
     }
 }
 
-impl Session for PipeSession<'static> {
-    fn partial(&mut self, _turn: u64, text: &str) -> anyhow::Result<()> {
-        self.newest.clear();
-        self.newest.push_str(text);
-        self.backend.line("partial", text)
+/// The reply's part of a final result line (`primd run`'s JSON).
+pub fn final_result(line: &[u8]) -> FinalResult {
+    #[derive(serde::Deserialize)]
+    struct Line {
+        #[serde(default)]
+        evidence: String,
+        #[serde(default)]
+        results: Vec<Passage>,
     }
-
-    fn final_(&mut self, _turn: u64, text: &str) -> anyhow::Result<()> {
-        self.newest.clear();
-        self.backend.line("final", text)
+    #[derive(serde::Deserialize)]
+    struct Passage {
+        title: String,
+        text: String,
     }
+    match serde_json::from_slice::<Line>(line) {
+        Ok(l) => FinalResult {
+            low_evidence: l.evidence != "ok",
+            top: l.results.into_iter().next().map(|p| (p.title, p.text)),
+        },
+        Err(e) => {
+            log::error!("wyoming: a result line does not read back: {e}");
+            FinalResult {
+                top: None,
+                low_evidence: true,
+            }
+        }
+    }
+}
 
-    fn end_of_speech(&mut self, _turn: u64) -> anyhow::Result<()> {
-        let text = std::mem::take(&mut self.newest);
-        self.backend.line("final", &text)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_result_line_gives_the_top_passage_and_its_evidence() {
+        let line = br#"{"type":"final","session":"wyoming-1","turn":1,"evidence":"ok","results":[{"id":"a","title":"A","text":"first"},{"id":"b","title":"B","text":"second"}]}"#;
+        assert_eq!(
+            final_result(line),
+            FinalResult {
+                top: Some(("A".into(), "first".into())),
+                low_evidence: false
+            }
+        );
+        let low = br#"{"type":"final","evidence":"low","results":[]}"#;
+        assert_eq!(
+            final_result(low),
+            FinalResult {
+                top: None,
+                low_evidence: true
+            }
+        );
+        assert!(final_result(b"garbage").low_evidence);
     }
 }

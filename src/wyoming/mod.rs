@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use anyhow::Context;
 
-pub use backend::{Backend, FinalResult, PipeBackend, Results, Session};
+pub use backend::{Backend, FinalResult, HubBackend, Results, Session};
 
 /// Connections served at once; more are closed at accept, with a warning.
 pub const MAX_CONNECTIONS: usize = 16;
