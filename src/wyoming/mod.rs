@@ -199,3 +199,6 @@ mod tests {
         assert!(listen_addr("tcp:0.0.0.0:10300", true).is_ok());
     }
 }
+
+#[cfg(test)]
+mod relay_tests;

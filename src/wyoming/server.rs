@@ -51,11 +51,7 @@ pub fn run(stream: TcpStream, name: &str, opts: &Options, backend: &dyn Backend)
         None
     });
     let mut frames = FrameReader::new(BufReader::new(&stream), Payloads::Skip);
-    let mut conn = Conn {
-        name,
-        transcripts: Transcripts::new(),
-        turn: 1,
-    };
+    let mut conn = Conn::new(name);
     loop {
         let frame = match frames.next_frame() {
             Ok(Some(f)) => f,
@@ -103,7 +99,7 @@ pub fn run(stream: TcpStream, name: &str, opts: &Options, backend: &dyn Backend)
 }
 
 /// A connection's turn state.
-struct Conn<'a> {
+pub(super) struct Conn<'a> {
     name: &'a str,
     transcripts: Transcripts,
     /// The turn the next transcript belongs to.
@@ -112,12 +108,20 @@ struct Conn<'a> {
 
 /// What a `transcript` asks for: a reply about turn `Some(n)`, or a `not-handled` for
 /// a transcript with no text (`Some(0)`).
-type ReplyTurn = u64;
+pub(super) type ReplyTurn = u64;
 
-impl Conn<'_> {
+impl<'a> Conn<'a> {
+    pub(super) fn new(name: &'a str) -> Self {
+        Conn {
+            name,
+            transcripts: Transcripts::new(),
+            turn: 1,
+        }
+    }
+
     /// Feeds one event to the session; returns the turn to reply about when the event
     /// was a `transcript` (0: it ended no turn).
-    fn feed(
+    pub(super) fn feed(
         &mut self,
         ev: &primd_input::wyoming::Event,
         session: &mut dyn Session,
