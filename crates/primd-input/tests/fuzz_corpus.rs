@@ -1,8 +1,8 @@
-//! The fuzz targets' saved corpora and crash regressions (`dialects`, `wyoming`), as
+//! The fuzz targets' saved corpora and crash regressions (`dialects`, `protocol`, `wyoming`), as
 //! ordinary tests: `fuzz/` is not built by `cargo test`, its target bodies are
 //! (`primd_input::fuzz`).
 
-use primd_input::fuzz::{dialects, saved_inputs, wyoming};
+use primd_input::fuzz::{dialects, protocol, saved_inputs, wyoming};
 
 #[test]
 fn dialects_corpus_and_regressions_pass() {
@@ -17,6 +17,14 @@ fn dialects_corpus_and_regressions_pass() {
             .any(|(p, _)| p.to_string_lossy().contains("regressions")),
         "the known crash regressions are run"
     );
+}
+
+#[test]
+fn protocol_corpus_passes() {
+    for (path, bytes) in &saved_inputs("protocol") {
+        let run = std::panic::catch_unwind(|| protocol(bytes));
+        assert!(run.is_ok(), "fuzz input {path:?} fails the protocol target");
+    }
 }
 
 #[test]
