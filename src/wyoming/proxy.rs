@@ -177,7 +177,7 @@ fn feed(rx: Receiver<Op>, mut session: Box<dyn Session>, name: &str) {
         let r = match &op {
             Op::Partial(turn, t) => session.partial(*turn, t),
             Op::Final(turn, t) => {
-                log::info!("{name}: turn {turn}: {:?}", t.as_str());
+                log::debug!("{name}: turn {turn}: {:?}", t.as_str());
                 session.final_(*turn, t)
             }
         };

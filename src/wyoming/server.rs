@@ -131,7 +131,7 @@ impl<'a> Conn<'a> {
         match self.transcripts.feed(ev) {
             Some(Turn::Partial(t)) => session.partial(turn, t)?,
             Some(Turn::Final(t)) => {
-                log::info!("{}: turn {turn}: {t:?}", self.name);
+                log::debug!("{}: turn {turn}: {t:?}", self.name);
                 session.final_(turn, t)?;
                 self.turn += 1;
                 return Ok(asks.then_some(turn));
