@@ -131,9 +131,19 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Where partial transcripts come from: - (stdin), a file, or a serial line
-    /// serial:/dev/ttyUSB0[@115200] (reopened with backoff when it goes away)
+    /// serial:/dev/ttyUSB0[@115200] (reopened with backoff when it goes away); with
+    /// --listen also `none` (the socket's sessions only). With --listen the pipe is the
+    /// session "stt" and its end does not stop the daemon
     #[arg(long, value_name = "SOURCE", default_value = "-")]
     pub input: String,
+    /// Serve the socket API (docs/protocol.md) on unix:PATH or tcp:HOST:PORT
+    /// (repeatable); runs until SIGINT/SIGTERM
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Vec<primd::hub::listen::ListenAddr>,
+    /// Allow --listen and --wyoming on non-loopback TCP addresses (neither protocol has
+    /// authentication)
+    #[arg(long)]
+    pub allow_remote: bool,
     /// Input format (auto: detected from the first non-empty line, logged)
     #[arg(long, value_enum, default_value_t = DialectArg(DialectKind::Auto))]
     pub dialect: DialectArg,
@@ -184,9 +194,6 @@ pub struct WyomingArgs {
     /// (tcp://HOST:PORT) and retrieve from the transcripts it sends back
     #[arg(long, value_name = "tcp://HOST:PORT", requires = "wyoming")]
     pub wyoming_proxy: Option<String>,
-    /// Listen on non-loopback addresses (the protocols have no authentication)
-    #[arg(long)]
-    pub allow_remote: bool,
 }
 
 #[derive(Args, Debug)]

@@ -44,6 +44,17 @@
 //! on. An utterance in flight finishes on the old index, and every answer carries the
 //! index it was answered from, so the writer prints it from that one.
 //!
+//! The socket hub ([`run_hub`], [`crate::hub`], `primd run --listen`): the same
+//! retriever thread also takes the hub's messages from the same channel (sessions'
+//! transcripts, clients' registrations), and each session is a lane of the scheduler
+//! next to the STT pipe (lane 0, session `stt`). Results of a session go to its owner
+//! and subscribers through the hub's per-client bounded queues ([`crate::hub`]'s
+//! table: `try_send`, never a wait); the pipe's results still go to the writer above.
+//! Serving the hub, the end of the pipe finishes its open utterance and the daemon
+//! serves on until a stop signal; a closed stdout only stops the pipe's output; a
+//! staged index waits at most [`DaemonOptions::swap_wait`] for a moment with no open
+//! turn, then is swapped in anyway.
+//!
 //! systemd ([`crate::notify`]): `READY=1` once the index, the embedder, the reader and
 //! the retriever's searcher are up; `WATCHDOG=1` from the driver's `tick`, which runs on
 //! every turn of the retriever loop (a loop that stops turning stops feeding it).
@@ -89,6 +100,9 @@ pub const TICK: Duration = Duration::from_secs(1);
 /// Dropped finals are logged at most this often (with the counts so far).
 const LAG_LOG_EVERY: Duration = Duration::from_secs(10);
 
+/// Default of [`DaemonOptions::swap_wait`].
+pub const SWAP_WAIT: Duration = Duration::from_secs(5);
+
 /// Default of [`DaemonOptions::stop_grace`].
 pub const STOP_GRACE: Duration = Duration::from_secs(2);
 
@@ -127,6 +141,10 @@ pub struct DaemonOptions {
     pub pace: f64,
     /// After a stop signal, how long the writer may take to write what is left.
     pub stop_grace: Duration,
+    /// Serving the hub: how long a staged index waits for a moment when no session
+    /// has a turn open before it is swapped in anyway (open turns then lose their
+    /// speculation and are searched in full on the new index).
+    pub swap_wait: Duration,
 }
 
 impl Default for DaemonOptions {
@@ -136,6 +154,7 @@ impl Default for DaemonOptions {
             emit_speculative: false,
             pace: 0.0,
             stop_grace: STOP_GRACE,
+            swap_wait: SWAP_WAIT,
         }
     }
 }
@@ -302,8 +321,12 @@ fn run_inner<E: Embed + 'static>(
         }
     };
     {
-        let (cfg, emit_speculative, done_tx) =
-            (cfg.clone(), opts.emit_speculative, done_tx.clone());
+        let (cfg, emit_speculative, done_tx, opts) = (
+            cfg.clone(),
+            opts.emit_speculative,
+            done_tx.clone(),
+            opts.clone(),
+        );
         std::thread::Builder::new()
             .name("primd-retriever".into())
             .spawn(move || {
@@ -315,6 +338,8 @@ fn run_inner<E: Embed + 'static>(
                     live,
                     notifier: Notifier::from_env(),
                     boundary_asked: false,
+                    boundary_at: None,
+                    swap_wait: opts.swap_wait,
                     carry: None,
                     emit_speculative,
                     shown: heapless::Vec::new(),
@@ -547,6 +572,7 @@ fn retrieve<E: Embed>(cfg: &RunConfig, embedder: E, mut live: Live) -> anyhow::R
             break;
         }
         live.boundary_asked = false;
+        live.boundary_at = None;
         if let Some(new) = live.live.take_staged() {
             let utterance = live.counts.utterances.load(Ordering::Relaxed) + 1;
             log::info!(
@@ -592,6 +618,9 @@ struct Live {
     notifier: Notifier,
     /// A boundary was asked of the scheduler for the staged index (asked once).
     boundary_asked: bool,
+    /// Serving the hub: when that boundary was asked ([`DaemonOptions::swap_wait`]).
+    boundary_at: Option<Instant>,
+    swap_wait: Duration,
     /// An event taken while asking for that boundary: the first one after it.
     carry: Option<Inbound>,
     emit_speculative: bool,
@@ -666,10 +695,17 @@ impl Live {
         match m {
             Ok(m) if self.swap_due() => {
                 self.carry = Some(m);
-                self.boundary_asked = true;
+                self.ask_boundary();
                 Next::Boundary
             }
             m => self.inbound(m),
+        }
+    }
+
+    fn ask_boundary(&mut self) {
+        self.boundary_asked = true;
+        if self.hub.is_some() {
+            self.boundary_at = Some(Instant::now());
         }
     }
 
@@ -747,8 +783,21 @@ impl<'i, E: Embed> Driver<StreamingRetriever<'i, E>> for Live {
     fn poll(&mut self) -> Next<Instant> {
         // A validated index waits: finish the open utterance on the old one, then swap.
         if self.swap_due() {
-            self.boundary_asked = true;
+            self.ask_boundary();
             return Next::Boundary;
+        }
+        // Serving the hub, sessions may keep turns open for long: swap anyway.
+        if self
+            .boundary_at
+            .is_some_and(|t| t.elapsed() >= self.swap_wait)
+        {
+            self.boundary_at = None;
+            log::info!(
+                "index swap: no moment without open turns in {:?}; swapping now (open turns \
+                 are searched in full on the new index)",
+                self.swap_wait
+            );
+            return Next::BoundaryNow;
         }
         if let Some(m) = self.carry.take() {
             return self.inbound(Ok(m));
@@ -785,7 +834,10 @@ impl<'i, E: Embed> Driver<StreamingRetriever<'i, E>> for Live {
     fn wait(&mut self, deadline: Option<Instant>) -> Next<Instant> {
         let now = Instant::now();
         // At least every TICK, and as often as the watchdog needs.
-        let tick = self.notifier.wake_interval().map_or(TICK, |w| w.min(TICK));
+        let mut tick = self.notifier.wake_interval().map_or(TICK, |w| w.min(TICK));
+        if let Some(t) = self.boundary_at {
+            tick = tick.min((t + self.swap_wait).saturating_duration_since(now));
+        }
         let wake = deadline.map_or(tick, |d| d.saturating_duration_since(now).min(tick));
         select! {
             // A stop, or the supervisor is gone: the next poll drains, then ends.

@@ -23,6 +23,16 @@
 //! - **end of input** (or a stop the driver asks for): the open utterance is finished
 //!   with its newest partial, then the loop returns.
 //!
+//! **Lanes** (the socket hub's sessions, [`Next::Lane`]): each conversation has its own
+//! open utterance (pending partial, newest text, idle time); finals are taken when
+//! drained, then the newest partial of each lane, lanes in turn (round robin), then
+//! idle embeds, lanes in turn; the silence endpoint applies to the lanes opened with
+//! it (the STT pipe, lane [`STT_LANE`]); a lane's turn can also end by
+//! [`LaneOp::EndOfSpeech`] or be abandoned ([`LaneOp::Abandon`], [`LaneOp::Close`]).
+//! The work switches to a lane's own utterance state before working for it
+//! ([`Work::switch`]). With lane 0 alone, every step above is the single-stream policy,
+//! unchanged (its tests below are the original ones).
+//!
 //! The scheduler owns no clock, thread or channel: time, events and waiting come from
 //! the [`Driver`], which also receives what the work produced (speculations, results).
 //! It calls [`Driver::tick`] on every turn of its loop, and a wall-clock driver's
@@ -124,6 +134,11 @@ pub enum Next<T> {
     /// utterance is open, else as soon as the open one has ended (e.g. to rebuild the
     /// work over a new index, while the utterance in flight finishes on the old one).
     Boundary,
+    /// Return from [`Scheduler::run`] now, open utterances or not (a boundary asked
+    /// earlier did not come in time): their lanes stay open here, and the work the
+    /// driver rebuilds starts their utterance states afresh (a final then searches in
+    /// full, on the new index).
+    BoundaryNow,
 }
 
 /// Whether the loop goes on after a callback.
@@ -238,8 +253,9 @@ pub enum Stopped {
     End,
     /// A callback returned [`Flow::Stop`].
     Driver,
-    /// The driver asked for it ([`Next::Boundary`]); no utterance is open, and events
-    /// not yet taken are still the driver's: [`Scheduler::run`] can go on with them.
+    /// The driver asked for it ([`Next::Boundary`]); no utterance is open (unless the
+    /// driver forced it: [`Next::BoundaryNow`]), and events not yet taken are still the
+    /// driver's: [`Scheduler::run`] can go on with them.
     Boundary,
 }
 
@@ -413,6 +429,10 @@ impl<T: Time> Scheduler<T> {
                 Next::Boundary => {
                     self.boundary_asked = true;
                     Flow::Continue
+                }
+                Next::BoundaryNow => {
+                    self.boundary_asked = false;
+                    return Stopped::Boundary;
                 }
                 Next::End => {
                     for l in 0..self.lanes.len() {

@@ -8,6 +8,8 @@ use std::time::Duration;
 use anyhow::Context;
 use primd::config::{self, Layer1};
 use primd::daemon::{self, DaemonOptions};
+use primd::hub::Inbox;
+use primd::hub::listen;
 use primd::index::Load;
 use primd::index::live::{LiveIndex, Serve, Signals};
 use primd::input::{SerialReader, SerialSpec};
@@ -22,6 +24,19 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         ..args.layer1.to_layer1(&args.model)
     };
     let mut cfg = config::load(args.config.as_deref(), flags)?;
+    if args.input == "none" && args.listen.is_empty() && args.wyoming.wyoming.is_none() {
+        anyhow::bail!(
+            "--input none needs --listen or --wyoming (nothing else would feed the daemon)"
+        );
+    }
+    // Bound first, before the model loads: an address in use (or not allowed) fails the
+    // start at once; clients that connect meanwhile wait in the listen backlog.
+    let listeners = args
+        .listen
+        .iter()
+        .map(|a| listen::bind(a, args.allow_remote))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let wyoming = super::wyoming::bind(args)?;
     // Before the index is opened: SIGIO (a lease break) and SIGHUP would kill us.
     let signals = Signals::register().context("installing SIGHUP/SIGIO handlers")?;
     let serve = Serve {
@@ -42,15 +57,17 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         live.require_lexical(retriever.as_str());
     }
     signals.spawn(live.clone())?;
-    let input: Box<dyn BufRead + Send> = if args.input == "-" {
-        Box::new(std::io::BufReader::new(std::io::stdin()))
+    let input: Option<Box<dyn BufRead + Send>> = if args.input == "none" {
+        None
+    } else if args.input == "-" {
+        Some(Box::new(std::io::BufReader::new(std::io::stdin())))
     } else if args.input.starts_with("serial:") {
         let spec: SerialSpec = args.input.parse().map_err(anyhow::Error::msg)?;
-        Box::new(std::io::BufReader::new(SerialReader::new(spec)))
+        Some(Box::new(std::io::BufReader::new(SerialReader::new(spec))))
     } else {
         let file = std::fs::File::open(&args.input)
             .with_context(|| format!("opening input {:?}", args.input))?;
-        Box::new(std::io::BufReader::new(file))
+        Some(Box::new(std::io::BufReader::new(file)))
     };
     // Results go straight to file descriptor 1, one write(2) per line: no buffering of
     // std's stdout and no lock held across a blocked write.
@@ -59,7 +76,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         .try_clone_to_owned()
         .context("duplicating stdout")?;
     let stdout = super::wyoming::SharedOut::new(std::fs::File::from(stdout));
-    let wyoming = super::wyoming::start(args, &index, retriever.as_str(), &live, &stdout)?;
+    // The hub serves the socket API's and the Wyoming connections' sessions.
+    let inbox = (!listeners.is_empty() || wyoming.is_some()).then(|| Inbox::new(live.clone()));
+    if let (Some(w), Some(inbox)) = (wyoming, &inbox) {
+        super::wyoming::start(w, args, &index, retriever.as_str(), &inbox.hub(), &stdout)?;
+    }
     log::info!(
         "serving {} passages from {:?}; {retriever} retriever; streaming {}",
         index.len(),
@@ -71,32 +92,38 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         emit_speculative: args.emit_speculative,
         pace: args.pace.unwrap_or(0.0),
         stop_grace: Duration::from_millis(args.stop_grace_ms),
+        swap_wait: daemon::SWAP_WAIT,
     };
     drop(index);
     // From here SIGINT/SIGTERM no longer kill the process: the daemon handles them.
     let signals = daemon::signals()?;
     let pid_file = args.pid_file.as_deref().map(PidFile::write).transpose()?;
-    let stats = match wyoming {
-        // Wyoming sessions are lanes of the hub, next to the pipe.
-        Some(inbox) => daemon::run_hub(
-            &cfg,
-            &dopts,
-            embedder,
-            live,
-            Some(input),
-            Box::new(stdout),
-            signals,
-            inbox,
-        )?,
-        None => daemon::run(
-            &cfg,
-            &dopts,
-            embedder,
-            live,
-            input,
-            Box::new(stdout),
-            signals,
-        )?,
+    let stats = match inbox {
+        None => {
+            let input = input.expect("an input without --listen or --wyoming");
+            daemon::run(
+                &cfg,
+                &dopts,
+                embedder,
+                live,
+                input,
+                Box::new(stdout),
+                signals,
+            )?
+        }
+        Some(inbox) => {
+            let _serving = listen::serve_all(listeners, &inbox.hub())?;
+            daemon::run_hub(
+                &cfg,
+                &dopts,
+                embedder,
+                live,
+                input,
+                Box::new(stdout),
+                signals,
+                inbox,
+            )?
+        }
     };
     if let Some(sig) = stats.forced {
         // A second signal: now, whatever the other threads are doing.

@@ -4,38 +4,48 @@
 
 use std::fs::File;
 use std::io::Write;
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
-use primd::hub::{Hub, Inbox, STT_SESSION};
+use primd::hub::Hub;
 use primd::index::Index;
-use primd::index::live::LiveIndex;
 use primd::wyoming::{self, HubBackend, Options};
 
 use crate::cli::RunArgs;
 
-/// Starts the listener when `--wyoming` is given; returns the hub's inbox, which the
-/// daemon must then serve (`daemon::run_hub`).
-pub fn start(
-    args: &RunArgs,
-    index: &Index,
-    retriever: &str,
-    live: &Arc<LiveIndex>,
-    stdout: &SharedOut,
-) -> anyhow::Result<Option<Inbox>> {
+/// `--wyoming`, bound (before the model loads), and `--wyoming-proxy`, checked.
+pub struct Bound {
+    listener: TcpListener,
+    upstream: Option<String>,
+}
+
+pub fn bind(args: &RunArgs) -> anyhow::Result<Option<Bound>> {
     let w = &args.wyoming;
     let Some(spec) = &w.wyoming else {
         return Ok(None);
     };
-    let listen = wyoming::listen_addr(spec, w.allow_remote)?;
     let upstream = w
         .wyoming_proxy
         .as_deref()
         .map(wyoming::parse_tcp)
         .transpose()
         .map_err(anyhow::Error::msg)?;
+    let listener = wyoming::bind(spec, args.allow_remote)?;
+    Ok(Some(Bound { listener, upstream }))
+}
+
+/// Serves the bound listener on `hub` (which the daemon must then serve:
+/// `daemon::run_hub`), and prints the Wyoming sessions' results on stdout.
+pub fn start(
+    bound: Bound,
+    args: &RunArgs,
+    index: &Index,
+    retriever: &str,
+    hub: &Hub,
+    stdout: &SharedOut,
+) -> anyhow::Result<()> {
     let opts = Options {
-        listen,
-        upstream,
+        upstream: bound.upstream,
         index_name: args
             .index
             .file_name()
@@ -43,24 +53,23 @@ pub fn start(
         passages: index.len(),
         retriever: retriever.to_string(),
     };
-    let inbox = Inbox::new(live.clone());
-    print_results(&inbox.hub(), args.emit_speculative, stdout.clone())?;
-    wyoming::start(opts, Arc::new(HubBackend(inbox.hub())))?;
-    Ok(Some(inbox))
+    print_results(hub, args.emit_speculative, stdout.clone())?;
+    wyoming::start(bound.listener, opts, Arc::new(HubBackend(hub.clone())))?;
+    Ok(())
 }
 
-/// Writes the results of every session but the pipe's (which the daemon writes) to
-/// stdout, from a hub client of its own: a stdout nobody reads makes the hub drop this
-/// client (logged), never wait for it.
+/// Writes the results of the Wyoming sessions to stdout (the daemon writes the pipe's;
+/// the socket API's go to their clients), from a hub client of its own: a stdout nobody
+/// reads makes the hub drop this client (logged), never wait for it.
 fn print_results(hub: &Hub, speculative: bool, mut out: SharedOut) -> anyhow::Result<()> {
-    let mut client = hub.connect("stdout")?;
+    let mut client = hub.connect("stdout (wyoming)")?;
     client.subscribe("*", speculative)?;
     std::thread::Builder::new()
         .name("primd-wyoming-stdout".into())
         .spawn(move || {
             let mut buf = Vec::with_capacity(64 * 1024);
             for d in client.results() {
-                if d.session == STT_SESSION {
+                if !d.session.starts_with("wyoming-") {
                     continue;
                 }
                 buf.clear();

@@ -468,6 +468,8 @@ fn live(index: Arc<Index>) -> (Live, Sender<Inbound>, Sender<Control>) {
         index,
         notifier: Notifier::from_env(),
         boundary_asked: false,
+        boundary_at: None,
+        swap_wait: SWAP_WAIT,
         carry: None,
         emit_speculative: false,
         shown: heapless::Vec::new(),

@@ -29,12 +29,13 @@
 //!
 //! What crosses threads: session and client registrations in a mutex touched by
 //! connection threads only (never the retriever); lane operations and deliveries on
-//! bounded channels; counters as relaxed atomics. The retriever's side ([`table`])
+//! bounded channels; counters as relaxed atomics. The retriever's side (`table`)
 //! routes each result to the lane's owner and subscribers with `try_send` on each
 //! client's bounded queue: speculative results only while fewer than
 //! [`SPECULATIVE_ROOM`] wait, and a final that does not fit disconnects that client
 //! (logged, counted), so a client that never reads costs the others nothing.
 
+pub mod listen;
 pub(crate) mod table;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

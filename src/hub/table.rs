@@ -168,10 +168,14 @@ impl Table {
                 index: index.clone(),
                 msg: msg.clone(),
             };
-            match c.tx.try_send(d) {
-                Ok(()) => {
-                    c.info.delivered.fetch_add(1, Ordering::Relaxed);
-                }
+            // Counted before it is sent: the client may read it before this thread goes on.
+            c.info.delivered.fetch_add(1, Ordering::Relaxed);
+            let sent = c.tx.try_send(d);
+            if sent.is_err() {
+                c.info.delivered.fetch_sub(1, Ordering::Relaxed);
+            }
+            match sent {
+                Ok(()) => {}
                 Err(TrySendError::Full(d)) if !d.is_final() => {
                     c.info.speculative_dropped.fetch_add(1, Ordering::Relaxed);
                 }

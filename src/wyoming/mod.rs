@@ -78,10 +78,16 @@ pub fn listen_addr(spec: &str, allow_remote: bool) -> anyhow::Result<SocketAddr>
     Ok(first)
 }
 
+/// Binds the `--wyoming` address (checked by [`listen_addr`]): done before the model
+/// loads, so that an address in use or not allowed fails the start at once.
+pub fn bind(spec: &str, allow_remote: bool) -> anyhow::Result<TcpListener> {
+    let addr = listen_addr(spec, allow_remote)?;
+    TcpListener::bind(addr).with_context(|| format!("listening on {addr} (--wyoming)"))
+}
+
 /// What `--wyoming` serves.
 #[derive(Clone, Debug)]
 pub struct Options {
-    pub listen: SocketAddr,
     /// `--wyoming-proxy`: the speech service to relay to (`HOST:PORT`).
     pub upstream: Option<String>,
     /// For the `info` reply: the index file and its passage count.
@@ -95,11 +101,13 @@ pub struct Listener {
     pub addr: SocketAddr,
 }
 
-/// Binds `opts.listen` and serves it from a thread of its own: one thread per
-/// connection (two for a proxied one), each connection a session `wyoming-N`.
-pub fn start(opts: Options, backend: Arc<dyn Backend>) -> anyhow::Result<Listener> {
-    let listener = TcpListener::bind(opts.listen)
-        .with_context(|| format!("listening on {} (--wyoming)", opts.listen))?;
+/// Serves `listener` ([`bind`]) from a thread of its own: one thread per connection
+/// (three for a proxied one), each connection a session `wyoming-N`.
+pub fn start(
+    listener: TcpListener,
+    opts: Options,
+    backend: Arc<dyn Backend>,
+) -> anyhow::Result<Listener> {
     let addr = listener.local_addr()?;
     match &opts.upstream {
         Some(up) => log::info!("wyoming: listening on {addr}, proxying to {up}"),

@@ -22,6 +22,7 @@ import queue
 import re
 import socket
 import subprocess
+import tempfile
 import threading
 import unittest
 
@@ -368,14 +369,32 @@ class WyomingProxy(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.asr = FakeAsr(DOG_QUESTION, ["can I", " bring my", " dog inside", " the museum"])
-        cls.primd = Primd("--wyoming-proxy", f"tcp://127.0.0.1:{cls.asr.port}")
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.api = os.path.join(cls.tmp.name, "primd.sock")
+        cls.primd = Primd("--wyoming-proxy", f"tcp://127.0.0.1:{cls.asr.port}",
+                          "--listen", f"unix:{cls.api}")
+        cls.primd.wait_log(r"listening on unix:")
 
     @classmethod
     def tearDownClass(cls):
         cls.primd.stop()
         cls.asr.close()
+        cls.tmp.cleanup()
+
+    def subscriber(self):
+        """A socket API client (docs/protocol.md) subscribed to every session."""
+        api = socket.socket(socket.AF_UNIX)
+        api.connect(self.api)
+        lines = api.makefile("rb")
+        hello = json.loads(lines.readline())
+        self.assertEqual(hello["type"], "hello")
+        api.sendall(b'{"cmd":"subscribe","session":"*","id":1}\n')
+        reply = json.loads(lines.readline())
+        self.assertTrue(reply.get("ok"), reply)
+        return api, lines
 
     def test_events_pass_byte_identical_both_ways_and_transcripts_are_retrieved(self):
+        api, api_lines = self.subscriber()
         with socket.create_connection(("127.0.0.1", self.primd.port)) as ha:
             ha.sendall(HA_EVENTS)
             got = recv_all(ha)  # the fake service closes after its transcript
@@ -389,6 +408,16 @@ class WyomingProxy(unittest.TestCase):
         line = self.primd.result(DOG_QUESTION)
         self.assertEqual(line["text"], DOG_QUESTION)
         self.assertEqual(line["results"][0]["id"], DOG_PASSAGE)
+        # The same result on the socket API, for an agent subscribed there.
+        api.settimeout(GUARD)
+        with api:
+            while True:
+                published = json.loads(api_lines.readline())
+                if published.get("type") == "final" and published.get("session") == line["session"]:
+                    break
+        self.assertEqual(published["text"], DOG_QUESTION)
+        self.assertEqual(published["turn"], 1)
+        self.assertEqual(published["results"][0]["id"], DOG_PASSAGE)
 
     def test_a_service_that_drops_closes_the_ha_connection_and_the_daemon_serves_on(self):
         self.asr.drop_after = 1  # closes on the first event, answering nothing
