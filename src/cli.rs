@@ -140,8 +140,9 @@ pub struct RunArgs {
     /// (repeatable); runs until SIGINT/SIGTERM
     #[arg(long, value_name = "ADDR")]
     pub listen: Vec<primd::hub::listen::ListenAddr>,
-    /// Allow --listen on a non-loopback TCP address (the protocol has no authentication)
-    #[arg(long, requires = "listen")]
+    /// Allow --listen and --wyoming on non-loopback TCP addresses (neither protocol has
+    /// authentication)
+    #[arg(long)]
     pub allow_remote: bool,
     /// Input format (auto: detected from the first non-empty line, logged)
     #[arg(long, value_enum, default_value_t = DialectArg(DialectKind::Auto))]
@@ -178,6 +179,21 @@ pub struct RunArgs {
     /// `primd install-index --pid-file` sends it); removed at exit
     #[arg(long, value_name = "FILE")]
     pub pid_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub wyoming: WyomingArgs,
+}
+
+/// Home Assistant's Wyoming protocol (docs/wyoming.md).
+#[derive(Args, Debug)]
+pub struct WyomingArgs {
+    /// Serve Wyoming on tcp:HOST:PORT (loopback only unless --allow-remote): each
+    /// connection is a session wyoming-N; describe → info (a "handle" service)
+    #[arg(long, value_name = "tcp:HOST:PORT")]
+    pub wyoming: Option<String>,
+    /// With --wyoming: relay every connection to this speech service byte for byte
+    /// (tcp://HOST:PORT) and retrieve from the transcripts it sends back
+    #[arg(long, value_name = "tcp://HOST:PORT", requires = "wyoming")]
+    pub wyoming_proxy: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -36,6 +36,7 @@ pub mod search;
 pub mod stream;
 #[doc(hidden)]
 pub mod testing;
+pub mod wyoming;
 
 /// The kernels this machine runs, for logs and failure reports: primd's 1-bit scan and
 /// int8 rerank kernels, primd's int8 matmul kernels (the default embedder's linears),

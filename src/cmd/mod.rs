@@ -7,6 +7,7 @@ mod eval;
 mod install_index;
 mod run;
 mod search;
+mod wyoming;
 
 use std::path::Path;
 

@@ -24,8 +24,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         ..args.layer1.to_layer1(&args.model)
     };
     let mut cfg = config::load(args.config.as_deref(), flags)?;
-    if args.input == "none" && args.listen.is_empty() {
-        anyhow::bail!("--input none needs --listen (nothing else would feed the daemon)");
+    if args.input == "none" && args.listen.is_empty() && args.wyoming.wyoming.is_none() {
+        anyhow::bail!(
+            "--input none needs --listen or --wyoming (nothing else would feed the daemon)"
+        );
     }
     // Bound first, before the model loads: an address in use (or not allowed) fails the
     // start at once; clients that connect meanwhile wait in the listen backlog.
@@ -34,6 +36,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         .iter()
         .map(|a| listen::bind(a, args.allow_remote))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let wyoming = super::wyoming::bind(args)?;
     // Before the index is opened: SIGIO (a lease break) and SIGHUP would kill us.
     let signals = Signals::register().context("installing SIGHUP/SIGIO handlers")?;
     let serve = Serve {
@@ -72,6 +75,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         .as_fd()
         .try_clone_to_owned()
         .context("duplicating stdout")?;
+    let stdout = super::wyoming::SharedOut::new(std::fs::File::from(stdout));
+    // The hub serves the socket API's and the Wyoming connections' sessions.
+    let inbox = (!listeners.is_empty() || wyoming.is_some()).then(|| Inbox::new(live.clone()));
+    if let (Some(w), Some(inbox)) = (wyoming, &inbox) {
+        super::wyoming::start(w, args, &index, retriever.as_str(), &inbox.hub(), &stdout)?;
+    }
     log::info!(
         "serving {} passages from {:?}; {retriever} retriever; streaming {}",
         index.len(),
@@ -89,14 +98,32 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     // From here SIGINT/SIGTERM no longer kill the process: the daemon handles them.
     let signals = daemon::signals()?;
     let pid_file = args.pid_file.as_deref().map(PidFile::write).transpose()?;
-    let output = Box::new(std::fs::File::from(stdout));
-    let stats = if listeners.is_empty() {
-        let input = input.expect("an input without --listen");
-        daemon::run(&cfg, &dopts, embedder, live, input, output, signals)?
-    } else {
-        let inbox = Inbox::new(live.clone());
-        let _serving = listen::serve_all(listeners, &inbox.hub())?;
-        daemon::run_hub(&cfg, &dopts, embedder, live, input, output, signals, inbox)?
+    let stats = match inbox {
+        None => {
+            let input = input.expect("an input without --listen or --wyoming");
+            daemon::run(
+                &cfg,
+                &dopts,
+                embedder,
+                live,
+                input,
+                Box::new(stdout),
+                signals,
+            )?
+        }
+        Some(inbox) => {
+            let _serving = listen::serve_all(listeners, &inbox.hub())?;
+            daemon::run_hub(
+                &cfg,
+                &dopts,
+                embedder,
+                live,
+                input,
+                Box::new(stdout),
+                signals,
+                inbox,
+            )?
+        }
     };
     if let Some(sig) = stats.forced {
         // A second signal: now, whatever the other threads are doing.

@@ -116,3 +116,68 @@ pub fn saved_inputs(target: &str) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     );
     inputs
 }
+
+/// The Wyoming framing and transcript state, driven as primd's Wyoming server and proxy
+/// drive them. Byte 0: the reader's buffer capacity (bits 0-5), whether payloads are
+/// kept (bit 6, the proxy) and small limits (bit 7, so that inputs reach them); the rest
+/// is the stream. Panics when the reader panics, when kept frames are not the input
+/// byte for byte, or when a turn breaks its promises.
+pub fn wyoming(data: &[u8]) {
+    use crate::wyoming::{FrameReader, Limits, Payloads, Transcripts, Turn};
+    let Some((&config, input)) = data.split_first() else {
+        return;
+    };
+    let capacity = 1 + (config & 0x3f) as usize * 5;
+    let payloads = if config & 0x40 != 0 {
+        Payloads::Keep
+    } else {
+        Payloads::Skip
+    };
+    let limits = if config & 0x80 != 0 {
+        Limits {
+            header: 200,
+            data: 300,
+            payload: 500,
+        }
+    } else {
+        Limits::default()
+    };
+    let mut reader =
+        FrameReader::with_limits(BufReader::with_capacity(capacity, input), payloads, limits);
+    let mut transcripts = Transcripts::new();
+    let mut consumed = 0usize;
+    loop {
+        let frame = match reader.next_frame() {
+            Ok(Some(f)) => f,
+            Ok(None) => {
+                if payloads == Payloads::Keep {
+                    assert_eq!(consumed, input.len(), "the frames are the whole input");
+                }
+                break;
+            }
+            Err(_) => break,
+        };
+        assert!(frame.header().len() <= limits.header);
+        assert!(frame.data_block().len() <= limits.data);
+        assert!(frame.payload_len <= limits.payload);
+        if payloads == Payloads::Keep {
+            assert_eq!(
+                frame.raw,
+                &input[consumed..consumed + frame.raw.len()],
+                "a kept frame is the input byte for byte"
+            );
+            assert_eq!(frame.payload().map(<[u8]>::len), Some(frame.payload_len));
+            consumed += frame.raw.len();
+        }
+        let Ok(ev) = frame.event() else {
+            continue;
+        };
+        match transcripts.feed(&ev) {
+            Some(Turn::Partial(t) | Turn::Final(t)) => {
+                assert!(!t.is_empty() && t.len() <= MAX_TEXT_BYTES);
+                assert_eq!(t.trim(), t, "turn texts are trimmed");
+            }
+            Some(Turn::Abandon) | None => {}
+        }
+    }
+}

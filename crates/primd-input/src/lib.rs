@@ -12,13 +12,16 @@
 //! no model), so the fuzz targets (`fuzz/`) build them alone, and CI builds those targets.
 //! Where the bytes come from (stdin, a file, a serial line) is primd's business: anything
 //! that implements [`std::io::BufRead`] feeds a [`LineReader`]. The socket protocol's
-//! client frames ([`protocol`]) are parsed here too, for the same reason.
+//! client frames ([`protocol`]) are parsed here too, for the same reason, and so is
+//! Home Assistant's Wyoming protocol ([`wyoming`]: framed events with binary payloads),
+//! for primd's Wyoming server and proxy.
 
 mod dialect;
 #[doc(hidden)]
 pub mod fuzz;
 mod lines;
 pub mod protocol;
+pub mod wyoming;
 
 pub use dialect::{Ctx, Dialect, DialectKind, Emit, End, ParseError, detect};
 pub use lines::{Line, LineReader, MAX_LINE_BYTES, Mode};

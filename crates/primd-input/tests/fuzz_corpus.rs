@@ -1,7 +1,8 @@
-//! The `dialects` fuzz target's saved corpus and crash regressions, as ordinary tests:
-//! `fuzz/` is not built by `cargo test`, its target body is (`primd_input::fuzz`).
+//! The fuzz targets' saved corpora and crash regressions (`dialects`, `protocol`, `wyoming`), as
+//! ordinary tests: `fuzz/` is not built by `cargo test`, its target bodies are
+//! (`primd_input::fuzz`).
 
-use primd_input::fuzz::{dialects, protocol, saved_inputs};
+use primd_input::fuzz::{dialects, protocol, saved_inputs, wyoming};
 
 #[test]
 fn dialects_corpus_and_regressions_pass() {
@@ -71,4 +72,14 @@ fn protocol_survives_mutations_of_its_seeds() {
             "a mutation fails the protocol target: {data:?}"
         );
     }
+}
+
+#[test]
+fn wyoming_corpus_and_regressions_pass() {
+    let inputs = saved_inputs("wyoming");
+    for (path, bytes) in &inputs {
+        let run = std::panic::catch_unwind(|| wyoming(bytes));
+        assert!(run.is_ok(), "fuzz input {path:?} fails the wyoming target");
+    }
+    assert!(inputs.len() >= 7, "the seeds are read");
 }

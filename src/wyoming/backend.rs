@@ -1,0 +1,154 @@
+//! What the Wyoming connections need of the retriever, as a small interface: open a
+//! session, send it the turns' partials and finals, and (for the server's replies) wait
+//! for a turn's final result. The connection code depends on this only, so it is tested
+//! with a recording backend and runs on whichever daemon plumbing `primd run` has.
+
+use std::time::{Duration, Instant};
+
+use crate::hub::{self, Client, Hub};
+
+/// A final result, as much of it as a Wyoming reply needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FinalResult {
+    /// The best passage: (title, text); `None` when nothing was found.
+    pub top: Option<(String, String)>,
+    /// The confidence is low: the top passage should not be presented as the answer.
+    pub low_evidence: bool,
+}
+
+/// One session's transcripts, turn by turn (the whole hypothesis each time, not a
+/// delta). Dropping it closes the session (an open turn is abandoned).
+pub trait Session: Send {
+    fn partial(&mut self, turn: u64, text: &str) -> anyhow::Result<()>;
+    fn final_(&mut self, turn: u64, text: &str) -> anyhow::Result<()>;
+    /// Turn `turn` ended without a final text: its newest partial is the final.
+    fn end_of_speech(&mut self, turn: u64) -> anyhow::Result<()>;
+}
+
+/// The final results of one session, for the thread that replies to its peer.
+pub trait Results: Send {
+    /// The final result of `turn`, waiting at most `timeout`; results of other turns
+    /// are skipped. `None`: none came in time (or the daemon stopped).
+    fn final_of(&mut self, turn: u64, timeout: Duration) -> Option<FinalResult>;
+}
+
+pub trait Backend: Send + Sync {
+    fn open_session(&self, name: &str) -> anyhow::Result<Box<dyn Session>>;
+    /// Subscribes to `session`'s finals; `None` when this backend cannot deliver them.
+    fn results(&self, session: &str) -> anyhow::Result<Option<Box<dyn Results>>>;
+}
+
+/// The daemon's hub ([`crate::hub`]) as the backend: each connection's session is a
+/// lane of the one retriever; its results reach the socket API's subscribers (and
+/// primd's stdout, where `primd run` subscribes a printer), and the server's replies
+/// come from a client of the hub subscribed to its own session.
+pub struct HubBackend(pub Hub);
+
+impl Backend for HubBackend {
+    fn open_session(&self, name: &str) -> anyhow::Result<Box<dyn Session>> {
+        Ok(Box::new(self.0.open_session(name)?))
+    }
+
+    fn results(&self, session: &str) -> anyhow::Result<Option<Box<dyn Results>>> {
+        let mut client = self.0.connect(&format!("{session} replies"))?;
+        client.subscribe(session, false)?;
+        Ok(Some(Box::new(HubResults {
+            client,
+            buf: Vec::new(),
+        })))
+    }
+}
+
+impl Session for hub::Session {
+    fn partial(&mut self, turn: u64, text: &str) -> anyhow::Result<()> {
+        hub::Session::partial(self, turn, text)?;
+        Ok(())
+    }
+
+    fn final_(&mut self, turn: u64, text: &str) -> anyhow::Result<()> {
+        hub::Session::final_(self, turn, text)?;
+        Ok(())
+    }
+
+    fn end_of_speech(&mut self, turn: u64) -> anyhow::Result<()> {
+        hub::Session::end_of_speech(self, turn)?;
+        Ok(())
+    }
+}
+
+struct HubResults {
+    client: Client,
+    buf: Vec<u8>,
+}
+
+impl Results for HubResults {
+    fn final_of(&mut self, turn: u64, timeout: Duration) -> Option<FinalResult> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            let d = self.client.results().recv_timeout(left).ok()?;
+            if !d.is_final() || d.turn != turn {
+                continue;
+            }
+            // The protocol's line, read back: what a subscriber sees is what is spoken.
+            self.buf.clear();
+            d.encode(&mut self.buf).ok()?;
+            return Some(final_result(&self.buf));
+        }
+    }
+}
+
+/// The reply's part of a final result line (`primd run`'s JSON).
+pub fn final_result(line: &[u8]) -> FinalResult {
+    #[derive(serde::Deserialize)]
+    struct Line {
+        #[serde(default)]
+        evidence: String,
+        #[serde(default)]
+        results: Vec<Passage>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Passage {
+        title: String,
+        text: String,
+    }
+    match serde_json::from_slice::<Line>(line) {
+        Ok(l) => FinalResult {
+            low_evidence: l.evidence != "ok",
+            top: l.results.into_iter().next().map(|p| (p.title, p.text)),
+        },
+        Err(e) => {
+            log::error!("wyoming: a result line does not read back: {e}");
+            FinalResult {
+                top: None,
+                low_evidence: true,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_result_line_gives_the_top_passage_and_its_evidence() {
+        let line = br#"{"type":"final","session":"wyoming-1","turn":1,"evidence":"ok","results":[{"id":"a","title":"A","text":"first"},{"id":"b","title":"B","text":"second"}]}"#;
+        assert_eq!(
+            final_result(line),
+            FinalResult {
+                top: Some(("A".into(), "first".into())),
+                low_evidence: false
+            }
+        );
+        let low = br#"{"type":"final","evidence":"low","results":[]}"#;
+        assert_eq!(
+            final_result(low),
+            FinalResult {
+                top: None,
+                low_evidence: true
+            }
+        );
+        assert!(final_result(b"garbage").low_evidence);
+    }
+}
