@@ -187,6 +187,13 @@ impl<'a> HybridSearcher<'a> {
         }
     }
 
+    /// Mean idf of `text`'s known terms in the lexical section ([`LexicalSearcher::mean_idf`]);
+    /// `None` without a lexical section.
+    pub fn mean_idf(&mut self, text: &str) -> Option<f32> {
+        let lex = self.lexical.as_ref()?;
+        Some(self.lex.mean_idf(lex, text))
+    }
+
     /// Dense rerank of `candidates` (score = cosine).
     pub fn rerank(&mut self, candidates: &[Neighbor], query: &Query, k: usize, out: &mut Ranked) {
         self.dense.rerank(candidates, query, k, &mut self.hits);

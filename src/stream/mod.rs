@@ -37,6 +37,7 @@ pub mod normalize;
 pub mod revisions;
 #[cfg(test)]
 mod tests;
+pub mod trigger;
 
 use std::time::Instant;
 
@@ -48,6 +49,7 @@ use crate::hybrid::{HybridSearcher, Ranked, ranked_from};
 use crate::search::{Candidates, DEFAULT_CANDIDATES, Hits, Query};
 use normalize::{Normalizer, common_prefix_words, word_count};
 use revisions::Revisions;
+use trigger::{Trigger, TriggerState};
 
 /// Settings of the streaming retriever: the `[layer1]` section of the config file.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,6 +87,9 @@ pub struct StreamConfig {
     /// A final whose top-1 confidence ([`crate::confidence`]) is below this is flagged
     /// `evidence: "low"`.
     pub low_evidence_threshold: f32,
+    /// What decides the dense work per partial: the fixed rule (`trigger_interval`,
+    /// idle embedding) or a learned model ([`trigger`]).
+    pub trigger: Trigger,
 }
 
 impl Default for StreamConfig {
@@ -104,6 +109,7 @@ impl Default for StreamConfig {
             lexical_candidates: DEFAULT_LEXICAL_CANDIDATES,
             revision_weight: 0.0,
             low_evidence_threshold: crate::confidence::DEFAULT_LOW_EVIDENCE_THRESHOLD,
+            trigger: Trigger::Fixed,
         }
     }
 }
@@ -112,7 +118,8 @@ impl Default for StreamConfig {
 /// retriever has one, runs on every partial and is not reported here).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Observed {
-    /// Too short, or too few new words since the last speculation: no dense work.
+    /// Too short, too few new words since the last speculation, or (learned trigger)
+    /// judged NO_QUERY: no dense work.
     Waiting,
     /// Embedded, but too close to the last speculation to search again.
     GateSkip,
@@ -123,7 +130,8 @@ pub enum Observed {
 /// How the final results were produced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FinalPath {
-    /// The final text equals an embedded partial: its embedding reranked the candidates.
+    /// The final text equals an embedded partial (or, learned trigger, was judged
+    /// NO_QUERY against the last query): that embedding reranked the candidates.
     Reuse,
     /// The final was embedded and reranked the speculative candidates.
     Rerank,
@@ -220,6 +228,8 @@ pub struct StreamingRetriever<'i, E: Embed> {
     /// Scratch of [`speculative_guess`](Self::speculative_guess).
     guess: Ranked,
     counts: Counts,
+    /// What the trigger remembers of the last dense query.
+    trig: TriggerState,
 }
 
 impl<'i, E: Embed> StreamingRetriever<'i, E> {
@@ -249,6 +259,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             revisions: Revisions::new(),
             guess: Ranked::new(),
             counts: Counts::default(),
+            trig: TriggerState::new(),
         }
     }
 
@@ -307,16 +318,18 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         if !self.cfg.retriever.uses_dense() {
             return Ok(Observed::Waiting);
         }
+        self.trig.on_partial();
         let words = word_count(&self.current);
-        let new_words = words - common_prefix_words(&self.current, &self.trigger_text).min(words);
-        if words < self.cfg.min_tokens || new_words < self.cfg.trigger_interval {
+        if words < self.cfg.min_tokens || !self.triggers(None) {
             return Ok(Observed::Waiting);
         }
         self.embed_current()?;
         self.trigger_text.clone_from(&self.current);
-        if self.speculated
-            && cosine(&self.embedding, &self.spec_embedding) >= self.cfg.similarity_threshold
-        {
+        let moved = self
+            .speculated
+            .then(|| cosine(&self.embedding, &self.spec_embedding));
+        self.trig.on_query(moved, &self.lexical);
+        if moved.is_some_and(|c| c >= self.cfg.similarity_threshold) {
             self.counts.gate_skips += 1;
             return Ok(Observed::GateSkip);
         }
@@ -330,6 +343,37 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         self.speculated = true;
         self.counts.speculative_searches += 1;
         Ok(Observed::Speculated)
+    }
+
+    /// Whether the trigger asks for a dense query on the newest partial (`final_norm`:
+    /// on the final instead, whose lexical hits are in `self.lexical`).
+    fn triggers(&mut self, final_norm: Option<&str>) -> bool {
+        let text = final_norm.unwrap_or(&self.current);
+        match &self.cfg.trigger {
+            Trigger::Fixed => {
+                let words = word_count(text);
+                let new_words = words - common_prefix_words(text, &self.trigger_text).min(words);
+                new_words >= self.cfg.trigger_interval
+            }
+            Trigger::Learned(model) => {
+                if text == self.trigger_text {
+                    return false;
+                }
+                let lexical = self
+                    .cfg
+                    .retriever
+                    .uses_lexical()
+                    .then_some(&self.lexical[..]);
+                let x = self
+                    .trig
+                    .features(text, &self.trigger_text, lexical, &mut self.searcher);
+                if final_norm.is_some() {
+                    model.new_query_final(&x)
+                } else {
+                    model.new_query(&x)
+                }
+            }
+        }
     }
 
     /// The best `k` passages as things stand: the speculative candidates scored with the
@@ -365,6 +409,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
     pub fn idle(&mut self) -> Result<bool, EmbedError> {
         if !self.cfg.enabled
             || !self.cfg.idle_embed
+            || !matches!(self.cfg.trigger, Trigger::Fixed)
             || !self.cfg.retriever.uses_dense()
             || self.current.is_empty()
             || self.current == self.embedded_text
@@ -429,8 +474,18 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         }
         let reused =
             self.cfg.enabled && !self.embedded_text.is_empty() && self.embedded_text == final_norm;
-        out.reused_embedding = reused;
-        if !reused {
+        // The learned trigger judges the final too: NO_QUERY keeps the last query's
+        // embedding (no embed after end of speech).
+        let kept = !reused
+            && self.cfg.enabled
+            && self.speculated
+            && matches!(self.cfg.trigger, Trigger::Learned(_))
+            && {
+                self.trig.on_partial();
+                !self.triggers(Some(final_norm))
+            };
+        out.reused_embedding = reused || kept;
+        if !reused && !kept {
             let t = Instant::now();
             self.current.clear();
             self.current.push_str(final_norm);
@@ -444,7 +499,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             .then(|| cosine(&self.embedding, &self.spec_embedding));
         let accepted = self.cfg.enabled && reflect(&self.cfg, out.speculation_cosine);
         if accepted {
-            out.path = if reused {
+            out.path = if reused || kept {
                 FinalPath::Reuse
             } else {
                 FinalPath::Rerank
@@ -488,6 +543,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         self.revisions.clear();
         self.guess.clear();
         self.counts = Counts::default();
+        self.trig.reset();
     }
 
     fn embed_current(&mut self) -> Result<(), EmbedError> {
