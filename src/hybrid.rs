@@ -187,11 +187,11 @@ impl<'a> HybridSearcher<'a> {
         }
     }
 
-    /// Mean idf of `text`'s known terms in the lexical section ([`LexicalSearcher::mean_idf`]);
-    /// `None` without a lexical section.
-    pub fn mean_idf(&mut self, text: &str) -> Option<f32> {
+    /// Sum and number of the idfs of `text`'s known terms in the lexical section
+    /// ([`LexicalSearcher::idf_mass`]); `None` without a lexical section.
+    pub fn idf_mass(&mut self, text: &str) -> Option<(f32, u32)> {
         let lex = self.lexical.as_ref()?;
-        Some(self.lex.mean_idf(lex, text))
+        Some(self.lex.idf_mass(lex, text))
     }
 
     /// Dense rerank of `candidates` (score = cosine).

@@ -84,7 +84,7 @@ pub fn summary_text(r: &EvalReport) -> String {
                 s,
                 "    typed {}: embeds {:.2} + searches {:.2} per question, hit@1 {:.3} hit@10 {:.3}, finals embedded {:.1}%",
                 p.threshold.map_or("fixed".to_string(), |t| format!(
-                    "learned {:.1}/{:.1}",
+                    "learned {:.2}/{:.2}",
                     t.0, t.1
                 )),
                 p.embeds_per_question,
@@ -282,15 +282,16 @@ fn streams_md(md: &mut String, st: &StreamSummary, spec_n: usize, h: &str) {
 
 fn sweep_md(md: &mut String, sw: &[SweepPoint]) {
     let _ = writeln!(md, "\n## Sweep: trigger_interval × similarity_threshold\n");
-    md.push_str("| trigger_interval | similarity_threshold | spec. searches / utt. | gate skips / utt. | hit@1 | hit@10 | p50 ms | p90 ms | lost vs baseline | Pareto |\n");
-    md.push_str("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    md.push_str("| trigger_interval | similarity_threshold | spec. searches / utt. | embeds / utt. | gate skips / utt. | hit@1 | hit@10 | p50 ms | p90 ms | lost vs baseline | Pareto |\n");
+    md.push_str("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
     for p in sw {
         let _ = writeln!(
             md,
-            "| {} | {:.2} | {:.2} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} |",
+            "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} |",
             p.trigger_interval,
             p.similarity_threshold,
             p.speculative_searches_per_utterance,
+            p.embeds_per_utterance,
             p.gate_skips_per_utterance,
             p.hit1,
             p.hit10,

@@ -181,9 +181,9 @@ impl LexicalSearcher {
         }
     }
 
-    /// Mean BM25 idf of the terms of `text` the corpus knows (0 when it knows none): how
+    /// Sum and number of the BM25 idfs of the terms of `text` the corpus knows: how
     /// rare, so how telling, a few words are. Allocates nothing after warm-up.
-    pub fn mean_idf(&mut self, lex: &Lexical<'_>, text: &str) -> f32 {
+    pub fn idf_mass(&mut self, lex: &Lexical<'_>, text: &str) -> (f32, u32) {
         let spec = *lex.spec();
         let (mut sum, mut n) = (0.0f32, 0u32);
         self.analyzer.analyze(&spec, text, |t| {
@@ -192,7 +192,7 @@ impl LexicalSearcher {
                 n += 1;
             }
         });
-        if n == 0 { 0.0 } else { sum / n as f32 }
+        (sum, n)
     }
 
     /// The same top-`k` by exhaustive term-at-a-time scoring: the reference for

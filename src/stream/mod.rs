@@ -11,6 +11,12 @@
 //!   `similarity_threshold` cosine of the last speculated one (fillers, unstable
 //!   partials); otherwise the 1-bit scan keeps the top `max_speculative_results`.
 //!
+//! With `trigger = "learned"` ([`trigger`]) a trained classifier replaces the
+//! every-`trigger_interval`-words rule (NEW_QUERY: embed and scan now; NO_QUERY: the
+//! last query still holds); it also judges the final, whose NO_QUERY keeps the last
+//! query's embedding instead of embedding after end of speech, so it needs no idle
+//! embedding (idle work is off with it).
+//!
 //! When the retriever has nothing to do between partials, [`StreamingRetriever::idle`]
 //! embeds the newest partial if it has not been embedded yet (`idle_embed`), so that at
 //! end of speech the final text usually equals an embedded partial.

@@ -6,7 +6,8 @@
 //! words change what would be retrieved or not. The learned trigger asks a logistic
 //! regression, on features primd has without an embed, whether a new dense query now
 //! would change the evidence the previous useful query found: new words since that
-//! query and how rare they are (the index's own BM25 idf), revisions, the partial's
+//! query and how rare they are (the index's own BM25 idf: their mean, and their share
+//! of the whole partial's idf mass), revisions, the partial's
 //! length, partials since the query, the lexical top-1's score and margin and whether
 //! the lexical top list moved since the query (the lexical query runs on every partial
 //! anyway), and the cosine of the last two query embeddings. It costs a few dozen
@@ -84,7 +85,7 @@ pub const FORMAT: &str = "primd-trigger";
 pub const VERSION: u32 = 1;
 
 /// Number of features.
-pub const N_FEATURES: usize = 11;
+pub const N_FEATURES: usize = 12;
 /// Feature names, in the order of a feature vector.
 pub const FEATURES: [&str; N_FEATURES] = [
     "new_words",
@@ -98,6 +99,7 @@ pub const FEATURES: [&str; N_FEATURES] = [
     "lexical_top1_per_word",
     "lexical_top1_changed",
     "lexical_overlap",
+    "new_idf_share",
 ];
 /// Features from `FIRST_LEXICAL` on need the index's lexical section.
 pub const FIRST_LEXICAL: usize = 6;
@@ -169,7 +171,18 @@ impl TriggerState {
         f[5] = self.query_cosine;
         if let Some(lex) = lexical {
             let new_text = words_after(current, common);
-            f[6] = searcher.mean_idf(new_text).unwrap_or(0.0);
+            let (new_sum, new_n) = searcher.idf_mass(new_text).unwrap_or((0.0, 0));
+            let (all_sum, _) = searcher.idf_mass(current).unwrap_or((0.0, 0));
+            f[6] = if new_n == 0 {
+                0.0
+            } else {
+                new_sum / new_n as f32
+            };
+            f[11] = if all_sum > 0.0 {
+                new_sum / all_sum
+            } else {
+                0.0
+            };
             let top1 = lex.first().map_or(0.0, |h| h.score);
             let top2 = lex.get(1).map_or(0.0, |h| h.score);
             f[7] = if top1 > 0.0 {
