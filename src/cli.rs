@@ -10,6 +10,7 @@ pub use primd::flags::ModelArgs;
 use primd::fusion::FusionRule;
 use primd::hybrid::Retriever;
 use primd::input::DialectKind;
+use primd::stream::trigger::TriggerKind;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -222,6 +223,11 @@ pub struct EvalArgs {
     /// print the Pareto front (speculative searches, hit@10, p50 latency)
     #[arg(long, requires = "streams")]
     pub sweep: bool,
+    /// Label the typed questions' word prefixes (NO_QUERY/NEW_QUERY), fit the learned
+    /// trigger, choose its threshold and write the model to FILE; the questions of
+    /// --streams are left out, and the streams then compare it with the fixed trigger
+    #[arg(long, value_name = "FILE")]
+    pub train_trigger: Option<PathBuf>,
     /// Only the first N queries (and N streams)
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
@@ -276,6 +282,14 @@ pub struct Layer1Flags {
     /// Weight of words only earlier partials had in the lexical query (0: off)
     #[arg(long, value_name = "W")]
     pub revision_weight: Option<f64>,
+    /// What decides the embed + speculative search per partial: fixed (every
+    /// --trigger-interval new words) or learned (--trigger-model)
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub trigger: Option<TriggerKind>,
+    /// The learned trigger's model file (primd eval --train-trigger FILE); implies
+    /// --trigger learned
+    #[arg(long, value_name = "FILE")]
+    pub trigger_model: Option<PathBuf>,
     #[command(flatten)]
     pub fusion: FusionFlags,
 }
@@ -331,6 +345,8 @@ impl Layer1Flags {
             precision: model.precision(),
             retriever: None,
             revision_weight: self.revision_weight,
+            trigger: self.trigger,
+            trigger_model: self.trigger_model.clone(),
             ..self.fusion.to_layer1()
         }
     }

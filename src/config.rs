@@ -4,7 +4,8 @@
 //! `trigger_interval`, `similarity_threshold`, `max_speculative_results`,
 //! `embedder_threads`) plus primd's own, among them the retriever's (`retriever`:
 //! dense|lexical|hybrid, unset = the index decides; `fusion`: convex|rrf;
-//! `lexical_weight`; `lexical_candidates`; `revision_weight`; `low_evidence_threshold`). Every key can be
+//! `lexical_weight`; `lexical_candidates`; `revision_weight`; `low_evidence_threshold`;
+//! `trigger`: fixed|learned and `trigger_model`, the learned trigger's file). Every key can be
 //! overridden by a flag of the same name (`--trigger-interval`, ...). Unknown keys and out-of-range values are
 //! refused with the key's name, so a typo never silently falls back to a default.
 
@@ -17,6 +18,7 @@ use crate::fusion::{Fusion, FusionRule};
 use crate::hybrid::Retriever;
 use crate::stream::StreamConfig;
 use crate::stream::normalize::DEFAULT_FILLERS;
+use crate::stream::trigger::{self, TriggerError, TriggerKind};
 
 /// Everything `primd run` needs to know, checked.
 #[derive(Clone, Debug, PartialEq)]
@@ -31,6 +33,9 @@ pub struct RunConfig {
     /// Silence (no new partial) that ends an utterance, in milliseconds.
     pub endpoint_ms: u64,
     pub fillers: Vec<String>,
+    /// Which trigger; `learned` loads `trigger_model` ([`RunConfig::load_trigger`]).
+    pub trigger: TriggerKind,
+    pub trigger_model: Option<PathBuf>,
 }
 
 impl RunConfig {
@@ -43,6 +48,19 @@ impl RunConfig {
         let r = Retriever::resolve(self.retriever, index)?;
         self.stream.retriever = r;
         Ok(r)
+    }
+
+    /// Loads the learned trigger's model (when `trigger` is learned), checks it against
+    /// `index` and the resolved retriever, and sets it in `stream`. Call after
+    /// [`resolve_retriever`](Self::resolve_retriever).
+    pub fn load_trigger(&mut self, index: &crate::index::Index) -> Result<(), TriggerError> {
+        self.stream.trigger = trigger::load_for(
+            self.trigger,
+            self.trigger_model.as_deref(),
+            index,
+            self.stream.retriever,
+        )?;
+        Ok(())
     }
 }
 
@@ -69,6 +87,8 @@ pub struct Layer1 {
     pub lexical_candidates: Option<i64>,
     pub revision_weight: Option<f64>,
     pub low_evidence_threshold: Option<f64>,
+    pub trigger: Option<TriggerKind>,
+    pub trigger_model: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -116,7 +136,9 @@ impl Layer1 {
             fusion,
             lexical_candidates,
             revision_weight,
-            low_evidence_threshold
+            low_evidence_threshold,
+            trigger,
+            trigger_model
         )
     }
 }
@@ -252,7 +274,20 @@ fn check(raw: Layer1) -> Result<RunConfig, ConfigError> {
             0.0,
             1.0,
         )?,
+        trigger: d.trigger,
     };
+    // A model given without `trigger` means: use it.
+    let trigger = match (raw.trigger, &raw.trigger_model) {
+        (Some(t), _) => t,
+        (None, Some(_)) => TriggerKind::Learned,
+        (None, None) => TriggerKind::Fixed,
+    };
+    if trigger == TriggerKind::Learned && raw.trigger_model.is_none() {
+        return Err(ConfigError::Invalid {
+            key: "trigger_model",
+            reason: "trigger = \"learned\" needs a model file (primd eval --train-trigger FILE makes one)".into(),
+        });
+    }
     if stream.top_k > stream.max_speculative_results {
         return Err(ConfigError::Invalid {
             key: "top_k",
@@ -277,6 +312,8 @@ fn check(raw: Layer1) -> Result<RunConfig, ConfigError> {
         fillers: raw
             .fillers
             .unwrap_or_else(|| DEFAULT_FILLERS.iter().map(|s| s.to_string()).collect()),
+        trigger,
+        trigger_model: raw.trigger_model,
     })
 }
 
@@ -363,6 +400,30 @@ mod tests {
         assert!((c.stream.fusion.lexical_weight - 0.7).abs() < 1e-6);
         assert_eq!(c.stream.lexical_candidates, 50);
         assert!((c.stream.revision_weight - 0.25).abs() < 1e-6);
+    }
+
+    #[test]
+    fn trigger_keys_default_to_fixed_and_a_model_means_learned() {
+        let d = load(None, Layer1::default()).unwrap();
+        assert_eq!((d.trigger, d.trigger_model), (TriggerKind::Fixed, None));
+        let c = from_toml("[layer1]\ntrigger_model = \"t.json\"\n", Layer1::default()).unwrap();
+        assert_eq!(
+            c.trigger,
+            TriggerKind::Learned,
+            "a model given is a model used"
+        );
+        assert_eq!(c.trigger_model, Some(PathBuf::from("t.json")));
+        let flags = Layer1 {
+            trigger: Some(TriggerKind::Fixed),
+            ..Default::default()
+        };
+        let c = from_toml("[layer1]\ntrigger_model = \"t.json\"\n", flags).unwrap();
+        assert_eq!(c.trigger, TriggerKind::Fixed, "the flag wins");
+        let e = from_toml("[layer1]\ntrigger = \"learned\"\n", Layer1::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("layer1.trigger_model"), "{e}");
+        assert!(from_toml("[layer1]\ntrigger = \"sometimes\"\n", Layer1::default()).is_err());
     }
 
     #[test]

@@ -187,6 +187,13 @@ impl<'a> HybridSearcher<'a> {
         }
     }
 
+    /// Sum and number of the idfs of `text`'s known terms in the lexical section
+    /// ([`LexicalSearcher::idf_mass`]); `None` without a lexical section.
+    pub fn idf_mass(&mut self, text: &str) -> Option<(f32, u32)> {
+        let lex = self.lexical.as_ref()?;
+        Some(self.lex.idf_mass(lex, text))
+    }
+
     /// Dense rerank of `candidates` (score = cosine).
     pub fn rerank(&mut self, candidates: &[Neighbor], query: &Query, k: usize, out: &mut Ranked) {
         self.dense.rerank(candidates, query, k, &mut self.hits);

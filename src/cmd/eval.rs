@@ -2,6 +2,8 @@
 
 use std::io::Write;
 
+use anyhow::Context;
+
 use primd::config;
 use primd::eval::{self, EvalOptions, data, report};
 use primd::hybrid::Retriever;
@@ -23,6 +25,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
         }
     }
     cfg.resolve_retriever(&index)?;
+    cfg.load_trigger(&index)?;
     if retrievers.is_empty() {
         retrievers.push(cfg.stream.retriever);
     }
@@ -40,7 +43,47 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
         }
     }
     let embedder = super::embedder_for(&index, &args.model.model, &cfg)?;
+    let mut learned = cfg.stream.trigger.model().cloned().map(std::sync::Arc::new);
+    let mut training = None;
+    if let Some(out) = &args.train_trigger {
+        // The questions the streams speak are evaluation data: never trained on.
+        let exclude: Vec<String> = streams.iter().flatten().map(|s| s.id.clone()).collect();
+        let source = std::sync::Mutex::new(embedder.fork()?);
+        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        let (model, report) = eval::trigger::train(
+            &index,
+            &queries,
+            &qrels,
+            &exclude,
+            &cfg,
+            args.workers as usize,
+            &eval::progress::Progress::new(!args.quiet),
+            &command,
+            || {
+                let e = source
+                    .lock()
+                    .map_err(|_| anyhow::anyhow!("embedder lock poisoned"))?;
+                Ok(e.fork()?)
+            },
+        )?;
+        model
+            .save(out)
+            .with_context(|| format!("writing the trigger model {}", out.display()))?;
+        if !args.quiet {
+            eprintln!(
+                "trigger model written to {} (thresholds {:.2} / {:.2}, {} rows, {:.1}% NEW_QUERY)",
+                out.display(),
+                report.threshold.0,
+                report.threshold.1,
+                report.labels.rows,
+                report.labels.new_query_share * 100.0
+            );
+        }
+        learned = Some(std::sync::Arc::new(model));
+        training = Some(report);
+    }
     let eval_opts = EvalOptions {
+        learned_trigger: learned,
         workers: args.workers as usize,
         sweep: args.sweep,
         progress: !args.quiet,
@@ -65,6 +108,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
         },
     )?;
     run.report.model = Some(precision.to_string());
+    run.report.trigger_training = training;
     if let Some(dir) = &args.out {
         report::write_dir(&run, dir)?;
     }

@@ -52,6 +52,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         index.verify()?;
     }
     let retriever = cfg.resolve_retriever(&index)?;
+    cfg.load_trigger(&index)?;
     let embedder = super::embedder_for(&index, &args.model.model, &cfg)?;
     if retriever.uses_lexical() {
         live.require_lexical(retriever.as_str());

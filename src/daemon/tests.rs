@@ -652,3 +652,52 @@ fn a_closed_output_stops_the_daemon_with_its_input_open() {
     assert_eq!((stats.utterances, stats.written), (1, 0));
     drop(writer);
 }
+
+#[test]
+fn the_daemon_runs_a_learned_trigger_from_its_model_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    // NEW_QUERY once two words are new since the last query (a model by hand).
+    let model = crate::stream::trigger::TriggerModel::new(
+        &["new_words"],
+        &[0.0],
+        &[1.0],
+        &[4.0],
+        -6.0,
+        (0.5, 0.5),
+        &index.meta().fingerprint,
+        None,
+        Default::default(),
+    )
+    .unwrap();
+    let path = dir.path().join("trigger.json");
+    model.save(&path).unwrap();
+    let mut c = cfg(
+        &index,
+        Layer1 {
+            trigger_model: Some(path),
+            ..Default::default()
+        },
+    );
+    c.load_trigger(&index).unwrap();
+    assert_eq!(
+        c.stream.trigger.kind(),
+        crate::stream::trigger::TriggerKind::Learned
+    );
+    let (tx, rx) = bounded(1024);
+    let input = Box::new(Cursor::new(STREAM.as_bytes().to_vec()));
+    let opts = DaemonOptions::default();
+    let (_sig, res) = spawn(c, opts, HashEmbedder, index, input, Box::new(Chunks(tx)));
+    let stats = finished(&res, "end of input");
+    let lines = all_lines(&rx);
+    let top: Vec<_> = finals(&lines)
+        .iter()
+        .map(|v| v["results"][0]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        top,
+        ["paris", "lights", "jazz"],
+        "same answers as the fixed trigger"
+    );
+    assert_eq!((stats.utterances, stats.finals_dropped), (3, 0));
+}

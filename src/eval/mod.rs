@@ -25,6 +25,7 @@ pub mod streams;
 pub mod svg;
 #[cfg(test)]
 mod tests;
+pub mod trigger;
 
 use std::time::Instant;
 
@@ -48,6 +49,9 @@ pub struct EvalOptions {
     /// Retrievers to measure, each in its own section (empty: `cfg.stream.retriever`).
     /// The sweep runs with the first.
     pub retrievers: Vec<Retriever>,
+    /// A learned trigger to compare with the fixed one on the streams (each retriever
+    /// it suits: [`trigger::suits`]).
+    pub learned_trigger: Option<std::sync::Arc<crate::stream::trigger::TriggerModel>>,
 }
 
 /// The settings the run used, echoed in the report.
@@ -65,6 +69,8 @@ pub struct SettingsJson {
     pub lexical_weight: f32,
     pub lexical_candidates: usize,
     pub revision_weight: f32,
+    /// "fixed" or "learned": the trigger of the `streaming` figures.
+    pub trigger: crate::stream::trigger::TriggerKind,
     pub workers: usize,
 }
 
@@ -89,6 +95,8 @@ pub struct EvalReport {
     pub retrievers: Vec<RetrieverReport>,
     /// The sweep of the first retriever.
     pub sweep: Option<Vec<SweepPoint>>,
+    /// `--train-trigger`: labels, fit and threshold choice on the typed questions.
+    pub trigger_training: Option<trigger::TrainReport>,
     pub seconds: Seconds,
 }
 
@@ -98,6 +106,23 @@ pub struct RetrieverReport {
     pub retriever: Retriever,
     pub prefix: prefix::PrefixSummary,
     pub streams: Option<StreamSummary>,
+    /// Fixed vs learned trigger on the streams (when a learned one is given).
+    pub trigger: Option<TriggerComparison>,
+}
+
+/// The fixed and the learned trigger on the same streams.
+#[derive(Clone, Debug, Serialize)]
+pub struct TriggerComparison {
+    /// (partial, final).
+    pub threshold: (f32, f32),
+    pub fixed: streams::ModeSummary,
+    pub learned: streams::ModeSummary,
+    /// Embeds + speculative searches per utterance, learned / fixed.
+    pub cost_ratio: f64,
+    /// Utterances whose top-10 held a relevant passage with the fixed trigger and not
+    /// with the learned one, and the other way round.
+    pub lost_relevant: usize,
+    pub gained_relevant: usize,
 }
 
 /// The per-item results of one retriever, for the plots and record files.
@@ -156,6 +181,7 @@ pub fn evaluate<E: Embed>(
     for (i, (&retriever, outcome)) in retrievers.iter().zip(outcomes).enumerate() {
         let mut stream_results = None;
         let mut stream_summary = None;
+        let mut comparison = None;
         if let Some(recs) = streams_in {
             let t = Instant::now();
             let judged = streams::judged(recs, &relevance, qrels);
@@ -183,6 +209,42 @@ pub fn evaluate<E: Embed>(
                 &baseline,
                 recs.len() - judged.len(),
             ));
+            if let Some(model) = opts
+                .learned_trigger
+                .as_ref()
+                .filter(|m| trigger::suits(m, retriever))
+            {
+                use crate::stream::trigger::Trigger;
+                let mut fixed_cfg = stream_cfg.clone();
+                fixed_cfg.trigger = Trigger::Fixed;
+                let mut learned_cfg = stream_cfg.clone();
+                learned_cfg.trigger = Trigger::Learned(model.clone());
+                let other = |c: &crate::stream::StreamConfig, label: &str| {
+                    if *c == stream_cfg {
+                        Ok(streaming.clone())
+                    } else {
+                        run(&format!("{retriever} {label} trigger replay"), c)
+                    }
+                };
+                let fixed = other(&fixed_cfg, "fixed")?;
+                let learned = other(&learned_cfg, "learned")?;
+                let (f, l) = (
+                    streams::ModeSummary::of(&fixed),
+                    streams::ModeSummary::of(&learned),
+                );
+                let cost = |m: &streams::ModeSummary| {
+                    m.embeds_per_utterance + m.speculative_searches_per_utterance
+                };
+                let pairs = || fixed.iter().zip(&learned);
+                comparison = Some(TriggerComparison {
+                    threshold: model.thresholds(),
+                    cost_ratio: cost(&l) / cost(&f).max(1e-9),
+                    fixed: f,
+                    learned: l,
+                    lost_relevant: pairs().filter(|(a, b)| a.hit10 && !b.hit10).count(),
+                    gained_relevant: pairs().filter(|(a, b)| !a.hit10 && b.hit10).count(),
+                });
+            }
             seconds.streams += t.elapsed().as_secs_f64();
             if opts.sweep && i == 0 {
                 let t = Instant::now();
@@ -206,6 +268,7 @@ pub fn evaluate<E: Embed>(
             retriever,
             prefix: prefix::summarize(&outcome),
             streams: stream_summary,
+            trigger: comparison,
         });
         runs.push(RetrieverRun {
             retriever,
@@ -233,10 +296,12 @@ pub fn evaluate<E: Embed>(
                 lexical_weight: s.fusion.lexical_weight,
                 lexical_candidates: s.lexical_candidates,
                 revision_weight: s.revision_weight,
+                trigger: s.trigger.kind(),
                 workers: opts.workers,
             },
             retrievers: reports,
             sweep,
+            trigger_training: None,
             seconds,
         },
         runs,

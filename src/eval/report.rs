@@ -55,6 +55,46 @@ pub fn summary_text(r: &EvalReport) -> String {
         }
         summary_section(&mut s, section);
     }
+    if let Some(t) = &r.trigger_training {
+        let l = &t.labels;
+        let _ = writeln!(
+            s,
+            "  trigger training: {} typed questions ({} stream questions left out), {} labels: \
+             NEW_QUERY {} ({:.1}%), NO_QUERY {}; {} negative samples ({} NEW_QUERY); \
+             thresholds {:.2} / {:.2} (partials / final{}), training accuracy {:.3}",
+            t.questions,
+            t.left_out_stream_questions,
+            l.rows,
+            l.new_query,
+            l.new_query_share * 100.0,
+            l.no_query,
+            l.negative_samples,
+            l.negative_new_query,
+            t.threshold.0,
+            t.threshold.1,
+            if t.conditions_met {
+                ""
+            } else {
+                "; NO pair met the hit@10 and latency conditions"
+            },
+            t.train_accuracy
+        );
+        for p in &t.typed {
+            let _ = writeln!(
+                s,
+                "    typed {}: embeds {:.2} + searches {:.2} per question, hit@1 {:.3} hit@10 {:.3}, finals embedded {:.1}%",
+                p.threshold.map_or("fixed".to_string(), |t| format!(
+                    "learned {:.2}/{:.2}",
+                    t.0, t.1
+                )),
+                p.embeds_per_question,
+                p.speculative_searches_per_question,
+                p.hit1,
+                p.hit10,
+                p.final_embedded * 100.0
+            );
+        }
+    }
     if let Some(sw) = &r.sweep {
         let _ = writeln!(
             s,
@@ -76,6 +116,27 @@ pub fn summary_text(r: &EvalReport) -> String {
 }
 
 fn summary_section(s: &mut String, section: &RetrieverReport) {
+    if let Some(c) = &section.trigger {
+        for (name, m) in [("fixed", &c.fixed), ("learned", &c.learned)] {
+            let _ = writeln!(
+                s,
+                "  trigger {name:<7}: embeds {:.2} + spec. searches {:.2} per utterance, hit@1 {:.3} hit@10 {:.3}, \
+                 eou→result p50 {:.3} p90 {:.3} p99 {:.3} ms",
+                m.embeds_per_utterance,
+                m.speculative_searches_per_utterance,
+                m.hit1,
+                m.hit10,
+                m.latency_ms.p50,
+                m.latency_ms.p90,
+                m.latency_ms.p99
+            );
+        }
+        let _ = writeln!(
+            s,
+            "  learned/fixed cost {:.3} (thresholds {:.2} / {:.2}); relevant lost {}, gained {}",
+            c.cost_ratio, c.threshold.0, c.threshold.1, c.lost_relevant, c.gained_relevant
+        );
+    }
     let p = &section.prefix;
     if p.skipped_no_relevant + p.skipped_empty > 0 {
         let _ = writeln!(
@@ -221,15 +282,16 @@ fn streams_md(md: &mut String, st: &StreamSummary, spec_n: usize, h: &str) {
 
 fn sweep_md(md: &mut String, sw: &[SweepPoint]) {
     let _ = writeln!(md, "\n## Sweep: trigger_interval × similarity_threshold\n");
-    md.push_str("| trigger_interval | similarity_threshold | spec. searches / utt. | gate skips / utt. | hit@1 | hit@10 | p50 ms | p90 ms | lost vs baseline | Pareto |\n");
-    md.push_str("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    md.push_str("| trigger_interval | similarity_threshold | spec. searches / utt. | embeds / utt. | gate skips / utt. | hit@1 | hit@10 | p50 ms | p90 ms | lost vs baseline | Pareto |\n");
+    md.push_str("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
     for p in sw {
         let _ = writeln!(
             md,
-            "| {} | {:.2} | {:.2} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} |",
+            "| {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} |",
             p.trigger_interval,
             p.similarity_threshold,
             p.speculative_searches_per_utterance,
+            p.embeds_per_utterance,
             p.gate_skips_per_utterance,
             p.hit1,
             p.hit10,

@@ -487,6 +487,8 @@ pub struct SweepPoint {
     pub trigger_interval: usize,
     pub similarity_threshold: f32,
     pub speculative_searches_per_utterance: f64,
+    /// Embeds per utterance (idle ones and the final's included).
+    pub embeds_per_utterance: f64,
     pub gate_skips_per_utterance: f64,
     pub hit1: f64,
     pub hit10: f64,
@@ -510,6 +512,7 @@ pub fn sweep_points(
                 trigger_interval: *ti,
                 similarity_threshold: *st,
                 speculative_searches_per_utterance: m.speculative_searches_per_utterance,
+                embeds_per_utterance: m.embeds_per_utterance,
                 gate_skips_per_utterance: m.gate_skips_per_utterance,
                 hit1: m.hit1,
                 hit10: m.hit10,

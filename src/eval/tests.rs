@@ -287,6 +287,7 @@ fn evaluate_runs_both_replays_and_the_sweep() {
         sweep: true,
         progress: false,
         retrievers: vec![],
+        learned_trigger: None,
     };
     let run = super::evaluate(&index, &queries, &q, Some(&streams), &c, &opts, || {
         Ok(HashEmbedder)

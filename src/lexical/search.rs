@@ -181,6 +181,20 @@ impl LexicalSearcher {
         }
     }
 
+    /// Sum and number of the BM25 idfs of the terms of `text` the corpus knows: how
+    /// rare, so how telling, a few words are. Allocates nothing after warm-up.
+    pub fn idf_mass(&mut self, lex: &Lexical<'_>, text: &str) -> (f32, u32) {
+        let spec = *lex.spec();
+        let (mut sum, mut n) = (0.0f32, 0u32);
+        self.analyzer.analyze(&spec, text, |t| {
+            if let Some(v) = lex.lookup(t).and_then(|ord| lex.term(ord)) {
+                sum += v.idf;
+                n += 1;
+            }
+        });
+        (sum, n)
+    }
+
     /// The same top-`k` by exhaustive term-at-a-time scoring: the reference for
     /// [`search`](Self::search). Equal results up to float rounding of the sums.
     pub fn search_exhaustive(

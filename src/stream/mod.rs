@@ -11,6 +11,12 @@
 //!   `similarity_threshold` cosine of the last speculated one (fillers, unstable
 //!   partials); otherwise the 1-bit scan keeps the top `max_speculative_results`.
 //!
+//! With `trigger = "learned"` ([`trigger`]) a trained classifier replaces the
+//! every-`trigger_interval`-words rule (NEW_QUERY: embed and scan now; NO_QUERY: the
+//! last query still holds); it also judges the final, whose NO_QUERY keeps the last
+//! query's embedding instead of embedding after end of speech, so it needs no idle
+//! embedding (idle work is off with it).
+//!
 //! When the retriever has nothing to do between partials, [`StreamingRetriever::idle`]
 //! embeds the newest partial if it has not been embedded yet (`idle_embed`), so that at
 //! end of speech the final text usually equals an embedded partial.
@@ -37,6 +43,7 @@ pub mod normalize;
 pub mod revisions;
 #[cfg(test)]
 pub(crate) mod tests;
+pub mod trigger;
 
 use std::time::Instant;
 
@@ -48,6 +55,7 @@ use crate::hybrid::{HybridSearcher, Ranked, ranked_from};
 use crate::search::{Candidates, DEFAULT_CANDIDATES, Hits, Query};
 use normalize::{Normalizer, common_prefix_words, word_count};
 use revisions::Revisions;
+use trigger::{Trigger, TriggerState};
 
 /// Settings of the streaming retriever: the `[layer1]` section of the config file.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,6 +93,9 @@ pub struct StreamConfig {
     /// A final whose top-1 confidence ([`crate::confidence`]) is below this is flagged
     /// `evidence: "low"`.
     pub low_evidence_threshold: f32,
+    /// What decides the dense work per partial: the fixed rule (`trigger_interval`,
+    /// idle embedding) or a learned model ([`trigger`]).
+    pub trigger: Trigger,
 }
 
 impl Default for StreamConfig {
@@ -104,6 +115,7 @@ impl Default for StreamConfig {
             lexical_candidates: DEFAULT_LEXICAL_CANDIDATES,
             revision_weight: 0.0,
             low_evidence_threshold: crate::confidence::DEFAULT_LOW_EVIDENCE_THRESHOLD,
+            trigger: Trigger::Fixed,
         }
     }
 }
@@ -112,7 +124,8 @@ impl Default for StreamConfig {
 /// retriever has one, runs on every partial and is not reported here).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Observed {
-    /// Too short, or too few new words since the last speculation: no dense work.
+    /// Too short, too few new words since the last speculation, or (learned trigger)
+    /// judged NO_QUERY: no dense work.
     Waiting,
     /// Embedded, but too close to the last speculation to search again.
     GateSkip,
@@ -123,7 +136,8 @@ pub enum Observed {
 /// How the final results were produced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FinalPath {
-    /// The final text equals an embedded partial: its embedding reranked the candidates.
+    /// The final text equals an embedded partial (or, learned trigger, was judged
+    /// NO_QUERY against the last query): that embedding reranked the candidates.
     Reuse,
     /// The final was embedded and reranked the speculative candidates.
     Rerank,
@@ -214,6 +228,8 @@ struct Utterance {
     lexical: Hits,
     revisions: Revisions,
     counts: Counts,
+    /// What the trigger remembers of the last dense query.
+    trig: TriggerState,
 }
 
 impl Utterance {
@@ -229,6 +245,7 @@ impl Utterance {
             lexical: Hits::new(),
             revisions: Revisions::new(),
             counts: Counts::default(),
+            trig: TriggerState::new(),
         })
     }
 }
@@ -347,17 +364,19 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         if !self.cfg.retriever.uses_dense() {
             return Ok(Observed::Waiting);
         }
+        self.u.trig.on_partial();
         let words = word_count(&self.u.current);
-        let new_words =
-            words - common_prefix_words(&self.u.current, &self.u.trigger_text).min(words);
-        if words < self.cfg.min_tokens || new_words < self.cfg.trigger_interval {
+        if words < self.cfg.min_tokens || !self.triggers(None) {
             return Ok(Observed::Waiting);
         }
         self.embed_current()?;
         self.u.trigger_text.clone_from(&self.u.current);
-        if self.u.speculated
-            && cosine(&self.u.embedding, &self.u.spec_embedding) >= self.cfg.similarity_threshold
-        {
+        let moved = self
+            .u
+            .speculated
+            .then(|| cosine(&self.u.embedding, &self.u.spec_embedding));
+        self.u.trig.on_query(moved, &self.u.lexical);
+        if moved.is_some_and(|c| c >= self.cfg.similarity_threshold) {
             self.u.counts.gate_skips += 1;
             return Ok(Observed::GateSkip);
         }
@@ -371,6 +390,38 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         self.u.speculated = true;
         self.u.counts.speculative_searches += 1;
         Ok(Observed::Speculated)
+    }
+
+    /// Whether the trigger asks for a dense query on the newest partial (`final_norm`:
+    /// on the final instead, whose lexical hits are in `self.u.lexical`).
+    fn triggers(&mut self, final_norm: Option<&str>) -> bool {
+        let text = final_norm.unwrap_or(&self.u.current);
+        match &self.cfg.trigger {
+            Trigger::Fixed => {
+                let words = word_count(text);
+                let new_words = words - common_prefix_words(text, &self.u.trigger_text).min(words);
+                new_words >= self.cfg.trigger_interval
+            }
+            Trigger::Learned(model) => {
+                if text == self.u.trigger_text {
+                    return false;
+                }
+                let lexical = self
+                    .cfg
+                    .retriever
+                    .uses_lexical()
+                    .then_some(&self.u.lexical[..]);
+                let x =
+                    self.u
+                        .trig
+                        .features(text, &self.u.trigger_text, lexical, &mut self.searcher);
+                if final_norm.is_some() {
+                    model.new_query_final(&x)
+                } else {
+                    model.new_query(&x)
+                }
+            }
+        }
     }
 
     /// The best `k` passages as things stand: the speculative candidates scored with the
@@ -406,6 +457,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
     pub fn idle(&mut self) -> Result<bool, EmbedError> {
         if !self.cfg.enabled
             || !self.cfg.idle_embed
+            || !matches!(self.cfg.trigger, Trigger::Fixed)
             || !self.cfg.retriever.uses_dense()
             || self.u.current.is_empty()
             || self.u.current == self.u.embedded_text
@@ -471,8 +523,18 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         let reused = self.cfg.enabled
             && !self.u.embedded_text.is_empty()
             && self.u.embedded_text == final_norm;
-        out.reused_embedding = reused;
-        if !reused {
+        // The learned trigger judges the final too: NO_QUERY keeps the last query's
+        // embedding (no embed after end of speech).
+        let kept = !reused
+            && self.cfg.enabled
+            && self.u.speculated
+            && matches!(self.cfg.trigger, Trigger::Learned(_))
+            && {
+                self.u.trig.on_partial();
+                !self.triggers(Some(final_norm))
+            };
+        out.reused_embedding = reused || kept;
+        if !reused && !kept {
             let t = Instant::now();
             self.u.current.clear();
             self.u.current.push_str(final_norm);
@@ -487,7 +549,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             .then(|| cosine(&self.u.embedding, &self.u.spec_embedding));
         let accepted = self.cfg.enabled && reflect(&self.cfg, out.speculation_cosine);
         if accepted {
-            out.path = if reused {
+            out.path = if reused || kept {
                 FinalPath::Reuse
             } else {
                 FinalPath::Rerank
@@ -531,6 +593,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         self.u.revisions.clear();
         self.guess.clear();
         self.u.counts = Counts::default();
+        self.u.trig.reset();
     }
 
     fn embed_current(&mut self) -> Result<(), EmbedError> {

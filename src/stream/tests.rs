@@ -712,3 +712,157 @@ pub(crate) mod alloc_count {
         COUNT.with(|c| c.get())
     }
 }
+
+/// A learned trigger by hand: NEW_QUERY once two words are new since the last query.
+fn two_new_words_model(index: &Index) -> std::sync::Arc<trigger::TriggerModel> {
+    let m = trigger::TriggerModel::new(
+        &["new_words"],
+        &[0.0],
+        &[1.0],
+        &[4.0],
+        -6.0,
+        (0.5, 0.5),
+        &index.meta().fingerprint,
+        None,
+        trigger::TrainingInfo::default(),
+    )
+    .unwrap();
+    m.check(index, Retriever::Dense, std::path::Path::new("t.json"))
+        .unwrap();
+    std::sync::Arc::new(m)
+}
+
+#[test]
+fn a_learned_trigger_decides_the_dense_work_and_the_final_can_keep_the_last_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let learned = StreamConfig {
+        similarity_threshold: 2.0,
+        trigger: Trigger::Learned(two_new_words_model(&index)),
+        ..cfg()
+    };
+    let mut r = retriever(&index, learned.clone());
+    assert_eq!(r.observe("set").unwrap(), Observed::Waiting, "one new word");
+    assert!(
+        !r.idle().unwrap(),
+        "no idle embedding with a learned trigger"
+    );
+    assert_eq!(r.observe("set a").unwrap(), Observed::Speculated);
+    assert_eq!(r.observe("set a timer").unwrap(), Observed::Waiting);
+    assert_eq!(
+        r.observe("set a timer for ten").unwrap(),
+        Observed::Speculated
+    );
+    assert_eq!(
+        r.observe("set a timer for ten").unwrap(),
+        Observed::Waiting,
+        "nothing new"
+    );
+    // One word more at the end: NO_QUERY, the last query's embedding answers.
+    let out = r.finalize("set a timer for ten minutes").unwrap();
+    assert_eq!((out.path, out.reused_embedding), (FinalPath::Reuse, true));
+    assert_eq!((out.counts.embeds, out.counts.speculative_searches), (2, 2));
+    assert_eq!(top_id(&index, &out), "timer");
+
+    // A final with two new words is NEW_QUERY: embedded after end of speech.
+    let mut r = retriever(&index, learned);
+    r.observe("paris is").unwrap();
+    let out = r.finalize("paris is the capital").unwrap();
+    assert!(!out.reused_embedding);
+    assert_eq!(out.counts.embeds, 2);
+    assert_eq!(top_id(&index, &out), "paris");
+}
+
+#[test]
+fn a_learned_trigger_with_lexical_features_runs_on_the_hybrid_retriever() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let m = trigger::TriggerModel::new(
+        &["new_words", "lexical_top1_changed"],
+        &[0.0, 0.0],
+        &[1.0, 1.0],
+        &[0.0, 8.0],
+        -4.0,
+        (0.5, 0.5),
+        &index.meta().fingerprint,
+        index.lexical().map(|l| l.spec().to_string()),
+        trigger::TrainingInfo::default(),
+    )
+    .unwrap();
+    let path = std::path::Path::new("t.json");
+    m.check(&index, Retriever::Hybrid, path).unwrap();
+    assert!(
+        m.check(&index, Retriever::Dense, path).is_err(),
+        "lexical features need the lexical side"
+    );
+    let mut r = retriever(
+        &index,
+        StreamConfig {
+            similarity_threshold: 2.0,
+            trigger: Trigger::Learned(std::sync::Arc::new(m)),
+            ..hybrid_cfg(Retriever::Hybrid)
+        },
+    );
+    // The first lexical top-1 is new (nothing remembered): query.
+    assert_eq!(r.observe("tokyo").unwrap(), Observed::Speculated);
+    // Same lexical top-1: no query, however many words.
+    assert_eq!(
+        r.observe("tokyo is the capital of").unwrap(),
+        Observed::Waiting
+    );
+    // The lexical top-1 moves to another passage: query.
+    assert_eq!(
+        r.observe("tokyo is the capital of france paris").unwrap(),
+        Observed::Speculated
+    );
+}
+
+#[test]
+fn a_trigger_model_for_another_embedder_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let m = trigger::TriggerModel::new(
+        &["new_words"],
+        &[0.0],
+        &[1.0],
+        &[1.0],
+        0.0,
+        (0.5, 0.5),
+        &[9; 32],
+        None,
+        trigger::TrainingInfo::default(),
+    )
+    .unwrap();
+    let path = dir.path().join("trigger.json");
+    m.save(&path).unwrap();
+    let e = trigger::load_for(
+        trigger::TriggerKind::Learned,
+        Some(&path),
+        &index,
+        Retriever::Hybrid,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("embedding model") && e.contains("--train-trigger"),
+        "{e}"
+    );
+    let e = trigger::load_for(
+        trigger::TriggerKind::Learned,
+        None,
+        &index,
+        Retriever::Hybrid,
+    )
+    .unwrap_err();
+    assert!(matches!(e, trigger::TriggerError::NoModel));
+    assert_eq!(
+        trigger::load_for(
+            trigger::TriggerKind::Fixed,
+            Some(&path),
+            &index,
+            Retriever::Hybrid
+        )
+        .unwrap(),
+        Trigger::Fixed
+    );
+}
