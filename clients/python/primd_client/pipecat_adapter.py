@@ -19,6 +19,7 @@ Written against pipecat-ai 1.14 (frames and aggregator source); `LLMMessagesAppe
 is used where the transform frame does not exist.
 """
 
+import asyncio
 import uuid
 
 from pipecat.frames import frames as _frames
@@ -59,6 +60,7 @@ class PrimdRetrieval(FrameProcessor):
     def __init__(self, address, *, session=None, timeout=0.5, max_passages=3,
                  max_chars=1200, role="system", keep_previous=False, feeder=None, **kwargs):
         super().__init__(**kwargs)
+        self._owns_feeder = feeder is None  # a feeder passed in is closed by its owner
         self.feeder = feeder or TurnFeeder(
             address, session or f"pipecat-{uuid.uuid4().hex[:12]}", timeout=timeout)
         self.max_passages = max_passages
@@ -83,14 +85,23 @@ class PrimdRetrieval(FrameProcessor):
         if isinstance(frame, InterimTranscriptionFrame):
             await self.feeder.interim(frame.text)
         elif isinstance(frame, TranscriptionFrame):
-            turn = await self.feeder.final(frame.text)
-            result = await self.feeder.result(turn)
-            self.last_result = result
-            extra = self.context_frame(result) if result else None
-            if extra is not None:
-                await self.push_frame(extra, FrameDirection.DOWNSTREAM)
+            # Shielded: an InterruptionFrame (the aggregator broadcasts one when the
+            # user's turn starts, possibly on this very transcript) cancels the frame
+            # in process; without primd this transcript would already have gone on,
+            # so the wait for primd must not be the reason it is lost.
+            await asyncio.shield(self._final(frame, direction))
+            return
         elif isinstance(frame, UserStoppedSpeakingFrame):
             self.feeder.end_user_turn()
-        elif isinstance(frame, (EndFrame, CancelFrame)):
+        elif isinstance(frame, (EndFrame, CancelFrame)) and self._owns_feeder:
             await self.feeder.close()
+        await self.push_frame(frame, direction)
+
+    async def _final(self, frame, direction):
+        turn = await self.feeder.final(frame.text)
+        result = await self.feeder.result(turn)
+        self.last_result = result
+        extra = self.context_frame(result) if result else None
+        if extra is not None:
+            await self.push_frame(extra, FrameDirection.DOWNSTREAM)
         await self.push_frame(frame, direction)

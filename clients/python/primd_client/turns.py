@@ -57,12 +57,12 @@ class TurnFeeder:
             return None
         return self._client
 
-    async def _send(self, kind, text):
+    async def _send(self, kind, turn, text):
         client = await self._get()
         if client is None:
             return False
         try:
-            await getattr(client, kind)(self.session, self._turn, text)
+            await getattr(client, kind)(self.session, turn, text)
             return True
         except PrimdError as e:
             self.errors += 1
@@ -75,7 +75,7 @@ class TurnFeeder:
     async def interim(self, text):
         """An interim transcript of the current STT segment."""
         if text.strip():
-            await self._send("partial", self._text(text))
+            await self._send("partial", self._turn, self._text(text))
 
     async def final(self, text):
         """An STT final: ends this primd turn with everything said in the user turn so
@@ -85,7 +85,7 @@ class TurnFeeder:
         self._segments.append(text.strip())
         turn, whole = self._turn, self._text()
         self._turn += 1
-        if await self._send("final", whole):
+        if await self._send("final", turn, whole):
             self._last_final = (turn, whole)
             return turn
         return None
