@@ -24,7 +24,7 @@ def main():
         result = c.query("example", 1, question)
         took = (time.monotonic() - t0) * 1000
         print(f"final → result: {took:.2f} ms on this clock, {result['ms']['eou_to_result']:.3f} ms in primd "
-              f"(path {result['path']})", file=sys.stderr)
+              f"(path {result.get('path')})", file=sys.stderr)
         print(passages_text(result))
 
 

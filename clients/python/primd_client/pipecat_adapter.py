@@ -22,15 +22,19 @@ is used where the transform frame does not exist.
 import asyncio
 import uuid
 
-from pipecat.frames import frames as _frames
-from pipecat.frames.frames import (
-    CancelFrame,
-    EndFrame,
-    InterimTranscriptionFrame,
-    TranscriptionFrame,
-    UserStoppedSpeakingFrame,
-)
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+try:
+    from pipecat.frames import frames as _frames
+    from pipecat.frames.frames import (
+        CancelFrame,
+        EndFrame,
+        InterimTranscriptionFrame,
+        TranscriptionFrame,
+        UserStoppedSpeakingFrame,
+    )
+    from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+except ImportError as e:  # a clear message instead of a bare "no module named pipecat"
+    raise ImportError("primd_client.pipecat_adapter needs pipecat-ai: "
+                      "pip install 'primd-client[pipecat]' (or pipecat-ai)") from e
 
 from .turns import HEADER, TurnFeeder, context_text
 
