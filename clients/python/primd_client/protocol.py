@@ -155,7 +155,7 @@ class Router:
         self.keep = keep
         self.lines_sent = 0
         self.line_turn = OrderedDict()  # line number → (session, turn)
-        self.newest = {}  # session → newest turn sent
+        self.newest = OrderedDict()  # session → newest turn sent (recently used last)
         self.ended = OrderedDict()  # (session, turn) → True once final/end_of_speech sent
         self.finals = OrderedDict()  # (session, turn) → final result not yet collected
         self.failed = OrderedDict()  # (session, turn) → exception
@@ -184,6 +184,8 @@ class Router:
         if prev is not None and turn > prev and (session, prev) not in self.ended:
             abandoned = (session, prev)
         self.newest[session] = turn
+        self.newest.move_to_end(session)
+        self._bound(self.newest)
         if key in ("final", "end_of_speech"):
             self.ended[(session, turn)] = True
             self._bound(self.ended)

@@ -94,6 +94,9 @@ class Turns(unittest.TestCase):
         self.assertEqual(len(r.finals), 8)
         self.assertEqual(len(r.line_turn), 8)
         self.assertEqual(len(r.ended), 8)
+        for s in range(100):
+            r.transcript(f"session-{s}", 1, "partial", "x")
+        self.assertEqual(len(r.newest), 8, "one entry per recent session, not per session ever")
         self.assertIsNone(r.take(("s", 0)), "the oldest uncollected final was dropped")
         self.assertEqual(r.take(("s", 99))["turn"], 99)
         self.assertIsNone(r.take(("s", 99)), "a final is collected once")
