@@ -178,6 +178,15 @@ class AsyncClient:
     async def unsubscribe(self, session, timeout=5.0):
         return await self._command("unsubscribe", timeout, session=session)
 
+    async def close_session(self, session, timeout=5.0):
+        """Ends one of this connection's sessions (its open turn is abandoned)."""
+        reply = await self._command("close", timeout, session=session)
+        abandoned = self._router.close_session(session)
+        if abandoned:
+            self._fail(abandoned, p.TurnAbandoned(
+                f"turn {abandoned[1]} of session {session!r} was abandoned by closing it"))
+        return reply
+
     async def reload(self, timeout=30.0):
         return await self._command("reload", timeout)
 

@@ -168,6 +168,18 @@ class Client:
     def unsubscribe(self, session, timeout=5.0):
         return self._command("unsubscribe", timeout, session=session)
 
+    def close_session(self, session, timeout=5.0):
+        """Ends one of this connection's sessions (its open turn is abandoned); the
+        name is free again, for any connection."""
+        reply = self._command("close", timeout, session=session)
+        with self._cond:
+            abandoned = self._router.close_session(session)
+            if abandoned:
+                self._router.store_failure(abandoned, p.TurnAbandoned(
+                    f"turn {abandoned[1]} of session {session!r} was abandoned by closing it"))
+                self._cond.notify_all()
+        return reply
+
     def reload(self, timeout=30.0):
         """What SIGHUP does; ServerError(`reload_failed`) if the index file is invalid
         (the old index keeps serving)."""

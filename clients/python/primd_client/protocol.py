@@ -191,6 +191,14 @@ class Router:
             self._bound(self.ended)
         return {"session": session, "turn": turn, key: value}, abandoned
 
+    def close_session(self, session):
+        """Forgets a session the client closed; returns its open turn (abandoned by
+        the close) or None."""
+        turn = self.newest.pop(session, None)
+        if turn is not None and (session, turn) not in self.ended:
+            return (session, turn)
+        return None
+
     def sent_line(self, msg):
         self.lines_sent += 1
         if "session" in msg and "turn" in msg:

@@ -67,6 +67,15 @@ class Turns(unittest.TestCase):
         _, ab = r.transcript("other", 9, "partial", "x")
         self.assertIsNone(ab, "sessions are independent")
 
+    def test_closing_a_session_abandons_its_open_turn_and_frees_the_name(self):
+        r = p.Router()
+        r.transcript("s", 4, "partial", "a")
+        self.assertEqual(r.close_session("s"), ("s", 4))
+        _, ab = r.transcript("s", 1, "partial", "a")  # lower turn fine: a new session
+        self.assertIsNone(ab)
+        r.transcript("s", 1, "final", "a b")
+        self.assertIsNone(r.close_session("s"), "an ended turn is not abandoned")
+
     def test_older_turn_and_bad_arguments_refused_before_sending(self):
         r = p.Router()
         r.transcript("s", 5, "partial", "a")
