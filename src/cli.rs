@@ -131,9 +131,18 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Where partial transcripts come from: - (stdin), a file, or a serial line
-    /// serial:/dev/ttyUSB0[@115200] (reopened with backoff when it goes away)
+    /// serial:/dev/ttyUSB0[@115200] (reopened with backoff when it goes away); with
+    /// --listen also `none` (the socket's sessions only). With --listen the pipe is the
+    /// session "stt" and its end does not stop the daemon
     #[arg(long, value_name = "SOURCE", default_value = "-")]
     pub input: String,
+    /// Serve the socket API (docs/protocol.md) on unix:PATH or tcp:HOST:PORT
+    /// (repeatable); runs until SIGINT/SIGTERM
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Vec<primd::hub::listen::ListenAddr>,
+    /// Allow --listen on a non-loopback TCP address (the protocol has no authentication)
+    #[arg(long, requires = "listen")]
+    pub allow_remote: bool,
     /// Input format (auto: detected from the first non-empty line, logged)
     #[arg(long, value_enum, default_value_t = DialectArg(DialectKind::Auto))]
     pub dialect: DialectArg,

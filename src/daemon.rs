@@ -57,13 +57,17 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded, n
 
 use crate::config::RunConfig;
 use crate::embed::{Embed, EmbedError};
+use crate::hub::table::Table;
+use crate::hub::{HubMsg, Inbox};
 use crate::hybrid::HybridSearcher;
 use crate::index::Index;
 use crate::index::live::LiveIndex;
 use crate::input::{Ctx, Dialect, DialectKind, Event, LineReader, MAX_LINE_BYTES};
 use crate::notify::{self, Notifier};
 use crate::output::{Outbound, SPECULATIVE_SHOWN, encode_message};
-use crate::scheduler::{Driver, Ending, Finished, Flow, Next, Scheduler, Stopped};
+use crate::scheduler::{
+    Driver, Ending, Finished, Flow, LaneOp, Next, STT_LANE, Scheduler, Spot, Stopped,
+};
 use crate::stream::normalize::Normalizer;
 use crate::stream::{Observed, StreamingRetriever};
 
@@ -85,6 +89,9 @@ pub const TICK: Duration = Duration::from_secs(1);
 /// Dropped finals are logged at most this often (with the counts so far).
 const LAG_LOG_EVERY: Duration = Duration::from_secs(10);
 
+/// Default of [`DaemonOptions::swap_wait`].
+pub const SWAP_WAIT: Duration = Duration::from_secs(5);
+
 /// Default of [`DaemonOptions::stop_grace`].
 pub const STOP_GRACE: Duration = Duration::from_secs(2);
 
@@ -94,6 +101,8 @@ pub const STOP_GRACE: Duration = Duration::from_secs(2);
 #[allow(clippy::large_enum_variant)]
 pub enum Inbound {
     Event(Event),
+    /// From the socket hub's handles ([`crate::hub`]).
+    Hub(HubMsg),
     /// No more input (end of stream or read error).
     End,
 }
@@ -121,6 +130,10 @@ pub struct DaemonOptions {
     pub pace: f64,
     /// After a stop signal, how long the writer may take to write what is left.
     pub stop_grace: Duration,
+    /// Serving the hub: how long a staged index waits for a moment when no session
+    /// has a turn open before it is swapped in anyway (open turns then lose their
+    /// speculation and are searched in full on the new index).
+    pub swap_wait: Duration,
 }
 
 impl Default for DaemonOptions {
@@ -130,6 +143,7 @@ impl Default for DaemonOptions {
             emit_speculative: false,
             pace: 0.0,
             stop_grace: STOP_GRACE,
+            swap_wait: SWAP_WAIT,
         }
     }
 }
@@ -206,26 +220,102 @@ pub fn run<E: Embed + 'static>(
     output: Box<dyn Write + Send>,
     signals: Receiver<i32>,
 ) -> anyhow::Result<RunStats> {
+    run_inner(
+        cfg,
+        opts,
+        embedder,
+        live,
+        Some(input),
+        output,
+        signals,
+        None,
+    )
+}
+
+/// [`run`] serving the socket hub too: sessions opened through `inbox`'s [`Hub`]
+/// handles are lanes of the same retriever, next to the STT pipe (session `stt`, if
+/// `input` is given; its results still go to `output`). The end of `input` does not
+/// end the daemon: it serves until a stop signal.
+///
+/// [`Hub`]: crate::hub::Hub
+#[allow(clippy::too_many_arguments)]
+pub fn run_hub<E: Embed + 'static>(
+    cfg: &RunConfig,
+    opts: &DaemonOptions,
+    embedder: E,
+    live: Arc<LiveIndex>,
+    input: Option<Box<dyn BufRead + Send>>,
+    output: Box<dyn Write + Send>,
+    signals: Receiver<i32>,
+    inbox: Inbox,
+) -> anyhow::Result<RunStats> {
+    run_inner(
+        cfg,
+        opts,
+        embedder,
+        live,
+        input,
+        output,
+        signals,
+        Some(inbox),
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_inner<E: Embed + 'static>(
+    cfg: &RunConfig,
+    opts: &DaemonOptions,
+    embedder: E,
+    live: Arc<LiveIndex>,
+    input: Option<Box<dyn BufRead + Send>>,
+    output: Box<dyn Write + Send>,
+    signals: Receiver<i32>,
+    inbox: Option<Inbox>,
+) -> anyhow::Result<RunStats> {
     let index = live.current();
     HybridSearcher::new(&index)?; // the retriever thread's own cannot fail after this
-    let (events_tx, events_rx) = bounded::<Inbound>(EVENT_QUEUE);
+    let (events_tx, events_rx, counts, table) = match inbox {
+        Some(inbox) => {
+            let counts = inbox.shared.daemon.clone();
+            let table = Table::new(inbox.shared.clone());
+            (inbox.tx, inbox.rx, counts, Some(table))
+        }
+        None => {
+            let (tx, rx) = bounded::<Inbound>(EVENT_QUEUE);
+            (tx, rx, Arc::new(Counters::default()), None)
+        }
+    };
     let (control_tx, control_rx) = bounded::<Control>(4);
     let (out_tx, out_rx) = bounded::<Answer>(OUTPUT_BACKLOG);
     let (done_tx, done_rx) = bounded::<Done>(2);
     let dialect = opts.dialect.unwrap_or(DialectKind::Auto);
     let silences = Arc::new(AtomicU64::new(0));
-    let counts = Arc::new(Counters::default());
     let (retriever_counts, writer_counts) = (counts.clone(), counts.clone());
+    let serving = table.is_some();
 
-    let reader = {
-        let (pace, endpoint_ms, silences) = (opts.pace, cfg.endpoint_ms, silences.clone());
-        std::thread::Builder::new()
-            .name("primd-reader".into())
-            .spawn(move || read_events(input, dialect, endpoint_ms, pace, &silences, events_tx))?
+    let reader = match input {
+        Some(input) => {
+            let (pace, endpoint_ms, silences) = (opts.pace, cfg.endpoint_ms, silences.clone());
+            Some(
+                std::thread::Builder::new()
+                    .name("primd-reader".into())
+                    .spawn(move || {
+                        read_events(input, dialect, endpoint_ms, pace, &silences, events_tx)
+                    })?,
+            )
+        }
+        None => {
+            drop(events_tx);
+            None
+        }
     };
     {
-        let (cfg, emit_speculative, done_tx) =
-            (cfg.clone(), opts.emit_speculative, done_tx.clone());
+        let (cfg, emit_speculative, done_tx, opts) = (
+            cfg.clone(),
+            opts.emit_speculative,
+            done_tx.clone(),
+            opts.clone(),
+        );
         std::thread::Builder::new()
             .name("primd-retriever".into())
             .spawn(move || {
@@ -237,6 +327,8 @@ pub fn run<E: Embed + 'static>(
                     live,
                     notifier: Notifier::from_env(),
                     boundary_asked: false,
+                    boundary_at: None,
+                    swap_wait: opts.swap_wait,
                     carry: None,
                     emit_speculative,
                     shown: heapless::Vec::new(),
@@ -245,6 +337,9 @@ pub fn run<E: Embed + 'static>(
                     input_ended: false,
                     lag_logged: None,
                     draining: None,
+                    hub: table,
+                    lane_shown: Vec::new(),
+                    stdout_gone: false,
                 };
                 let _ = done_tx.send(Done::Retriever(retrieve(&cfg, embedder, driver)));
             })?;
@@ -255,7 +350,9 @@ pub fn run<E: Embed + 'static>(
             write_answers(output, out_rx, &writer_counts);
             let _ = done_tx.send(Done::Writer);
         })?;
-    log::info!("ready: reading {} input", dialect.name());
+    if reader.is_some() {
+        log::info!("ready: reading {} input", dialect.name());
+    }
 
     let mut stats = RunStats::default();
     let mut signals = signals;
@@ -290,9 +387,12 @@ pub fn run<E: Embed + 'static>(
                     }
                 },
                 Ok(Done::Writer) => {
-                    // The output closed (or failed): nobody reads the answers.
+                    // The output closed (or failed): nobody reads the answers. Serving
+                    // the hub, its clients still do.
                     writer_done = true;
-                    let _ = control_tx.try_send(Control::Stop);
+                    if !serving {
+                        let _ = control_tx.try_send(Control::Stop);
+                    }
                 }
                 Err(_) => break, // cannot happen: both threads report before exiting
             },
@@ -317,7 +417,9 @@ pub fn run<E: Embed + 'static>(
     stats.unwritten = handed.saturating_sub(stats.written + get(&counts.failed));
     // The reader may be blocked reading input that will never come (a signal stopped
     // us); it is only joined when it has finished or is about to.
-    if retriever == Some(true) || reader.is_finished() {
+    if let Some(reader) = reader
+        && (retriever == Some(true) || reader.is_finished())
+    {
         let (lines, rejected) = reader
             .join()
             .map_err(|_| anyhow::anyhow!("reader thread panicked"))?;
@@ -419,14 +521,14 @@ fn read_events(
 /// Counts kept by the retriever and the writer: relaxed atomics, so the supervisor can
 /// read them whatever state those threads are in (a writer blocked for good).
 #[derive(Debug, Default)]
-struct Counters {
-    utterances: AtomicU64,
-    finals_dropped: AtomicU64,
-    speculative_sent: AtomicU64,
-    speculative_dropped: AtomicU64,
-    written: AtomicU64,
+pub(crate) struct Counters {
+    pub(crate) utterances: AtomicU64,
+    pub(crate) finals_dropped: AtomicU64,
+    pub(crate) speculative_sent: AtomicU64,
+    pub(crate) speculative_dropped: AtomicU64,
+    pub(crate) written: AtomicU64,
     /// Messages that could not be serialised (logged, skipped).
-    failed: AtomicU64,
+    pub(crate) failed: AtomicU64,
 }
 
 /// Adds one; returns the new count.
@@ -459,6 +561,7 @@ fn retrieve<E: Embed>(cfg: &RunConfig, embedder: E, mut live: Live) -> anyhow::R
             break;
         }
         live.boundary_asked = false;
+        live.boundary_at = None;
         if let Some(new) = live.live.take_staged() {
             let utterance = live.counts.utterances.load(Ordering::Relaxed) + 1;
             log::info!(
@@ -473,6 +576,9 @@ fn retrieve<E: Embed>(cfg: &RunConfig, embedder: E, mut live: Live) -> anyhow::R
                 new.path().display()
             ));
             live.index = new;
+            if let Some(t) = &live.hub {
+                t.swapped();
+            }
         }
     }
     log::info!(
@@ -501,6 +607,9 @@ struct Live {
     notifier: Notifier,
     /// A boundary was asked of the scheduler for the staged index (asked once).
     boundary_asked: bool,
+    /// Serving the hub: when that boundary was asked ([`DaemonOptions::swap_wait`]).
+    boundary_at: Option<Instant>,
+    swap_wait: Duration,
     /// An event taken while asking for that boundary: the first one after it.
     carry: Option<Inbound>,
     emit_speculative: bool,
@@ -515,14 +624,44 @@ struct Live {
     lag_logged: Option<Instant>,
     /// After a stop: how many of the events that had arrived before it are left.
     draining: Option<usize>,
+    /// Serving the socket hub: its sessions and clients (None: the STT pipe alone).
+    hub: Option<Table>,
+    /// By lane: the best guess last sent in a speculative event of its open utterance
+    /// (lane 0's is `shown`).
+    lane_shown: Vec<heapless::Vec<u32, SPECULATIVE_SHOWN>>,
+    /// Serving the hub, stdout closed: the pipe's results are no longer written.
+    stdout_gone: bool,
 }
 
 impl Live {
+    /// What an inbound message is for the scheduler; `Next::Woke` for a registration
+    /// of the hub (nothing for the scheduler).
     fn inbound(&mut self, m: Result<Inbound, crossbeam_channel::RecvError>) -> Next<Instant> {
         match m {
             Ok(Inbound::Event(ev)) => {
                 let at = ev.received;
                 Next::Event(ev, at)
+            }
+            Ok(Inbound::Hub(msg)) => {
+                let Some(table) = &mut self.hub else {
+                    return Next::Woke;
+                };
+                match table.apply(msg) {
+                    Some(next) => {
+                        if let Next::Lane(l, LaneOp::Open { .. } | LaneOp::Close, _) = &next
+                            && let Some(shown) = self.lane_shown.get_mut(*l)
+                        {
+                            shown.clear();
+                        }
+                        next
+                    }
+                    None => Next::Woke,
+                }
+            }
+            Ok(Inbound::End) if self.hub.is_some() => {
+                // The pipe ended; the hub's sessions go on (until a stop signal).
+                log::info!("end of the STT input: serving the socket sessions on");
+                Next::Lane(STT_LANE, LaneOp::EndOfInput, Instant::now())
             }
             Ok(Inbound::End) | Err(_) => {
                 self.input_ended = true;
@@ -545,10 +684,17 @@ impl Live {
         match m {
             Ok(m) if self.swap_due() => {
                 self.carry = Some(m);
-                self.boundary_asked = true;
+                self.ask_boundary();
                 Next::Boundary
             }
             m => self.inbound(m),
+        }
+    }
+
+    fn ask_boundary(&mut self) {
+        self.boundary_asked = true;
+        if self.hub.is_some() {
+            self.boundary_at = Some(Instant::now());
         }
     }
 
@@ -560,8 +706,12 @@ impl Live {
         }
     }
 
-    /// Hands a message to the writer without waiting; false when the writer is gone.
+    /// Hands a message to the writer without waiting; false when the writer is gone
+    /// (serving the hub, it never is false: stdout is then one output among others).
     fn send(&mut self, msg: Outbound) -> bool {
+        if self.stdout_gone {
+            return true;
+        }
         let speculative = matches!(msg, Outbound::Speculative { .. });
         if speculative && self.out.len() >= SPECULATIVE_ROOM {
             bump(&self.counts.speculative_dropped);
@@ -600,7 +750,14 @@ impl Live {
                 }
                 true
             }
-            Err(TrySendError::Disconnected(_)) => false,
+            Err(TrySendError::Disconnected(_)) => {
+                if self.hub.is_some() {
+                    self.stdout_gone = true;
+                    log::warn!("stdout closed: the STT pipe's results go to subscribers only");
+                    return true;
+                }
+                false
+            }
         }
     }
 }
@@ -615,8 +772,21 @@ impl<'i, E: Embed> Driver<StreamingRetriever<'i, E>> for Live {
     fn poll(&mut self) -> Next<Instant> {
         // A validated index waits: finish the open utterance on the old one, then swap.
         if self.swap_due() {
-            self.boundary_asked = true;
+            self.ask_boundary();
             return Next::Boundary;
+        }
+        // Serving the hub, sessions may keep turns open for long: swap anyway.
+        if self
+            .boundary_at
+            .is_some_and(|t| t.elapsed() >= self.swap_wait)
+        {
+            self.boundary_at = None;
+            log::info!(
+                "index swap: no moment without open turns in {:?}; swapping now (open turns \
+                 are searched in full on the new index)",
+                self.swap_wait
+            );
+            return Next::BoundaryNow;
         }
         if let Some(m) = self.carry.take() {
             return self.inbound(Ok(m));
@@ -637,17 +807,26 @@ impl<'i, E: Embed> Driver<StreamingRetriever<'i, E>> for Live {
                 _ => Next::End,
             };
         }
-        match self.events.try_recv() {
-            Ok(m) => self.inbound(Ok(m)),
-            Err(TryRecvError::Empty) => Next::Empty,
-            Err(TryRecvError::Disconnected) => self.inbound(Err(crossbeam_channel::RecvError)),
+        loop {
+            let next = match self.events.try_recv() {
+                Ok(m) => self.inbound(Ok(m)),
+                Err(TryRecvError::Empty) => Next::Empty,
+                Err(TryRecvError::Disconnected) => self.inbound(Err(crossbeam_channel::RecvError)),
+            };
+            // A hub registration was taken: look for the next message.
+            if !matches!(next, Next::Woke) {
+                return next;
+            }
         }
     }
 
     fn wait(&mut self, deadline: Option<Instant>) -> Next<Instant> {
         let now = Instant::now();
         // At least every TICK, and as often as the watchdog needs.
-        let tick = self.notifier.wake_interval().map_or(TICK, |w| w.min(TICK));
+        let mut tick = self.notifier.wake_interval().map_or(TICK, |w| w.min(TICK));
+        if let Some(t) = self.boundary_at {
+            tick = tick.min((t + self.swap_wait).saturating_duration_since(now));
+        }
         let wake = deadline.map_or(tick, |d| d.saturating_duration_since(now).min(tick));
         select! {
             // A stop, or the supervisor is gone: the next poll drains, then ends.
@@ -679,6 +858,22 @@ impl<'i, E: Embed> Driver<StreamingRetriever<'i, E>> for Live {
         r: &mut StreamingRetriever<'i, E>,
         utterance: u64,
         ev: Event,
+        started: Instant,
+        result: Result<Observed, EmbedError>,
+    ) -> Flow {
+        let spot = Spot {
+            utterance,
+            lane: STT_LANE,
+            turn: 0,
+        };
+        self.observed_in(r, spot, ev, started, result)
+    }
+
+    fn observed_in(
+        &mut self,
+        r: &mut StreamingRetriever<'i, E>,
+        spot: Spot,
+        ev: Event,
         _started: Instant,
         result: Result<Observed, EmbedError>,
     ) -> Flow {
@@ -689,9 +884,14 @@ impl<'i, E: Embed> Driver<StreamingRetriever<'i, E>> for Live {
                 return Flow::Continue;
             }
         };
+        let stdout = spot.lane == STT_LANE && self.emit_speculative;
+        let hub = self
+            .hub
+            .as_ref()
+            .is_some_and(|h| h.wants_speculative(spot.lane));
         let cfg = r.config();
         let lexical_ran = cfg.enabled && cfg.retriever.uses_lexical();
-        if !self.emit_speculative || (observed != Observed::Speculated && !lexical_ran) {
+        if !(stdout || hub) || (observed != Observed::Speculated && !lexical_ran) {
             return Flow::Continue;
         }
         // The fused best guess, sent when a dense speculation ran or the guess changed.
@@ -699,16 +899,29 @@ impl<'i, E: Embed> Driver<StreamingRetriever<'i, E>> for Live {
         for c in r.speculative_guess(SPECULATIVE_SHOWN) {
             let _ = candidates.push(c.index);
         }
-        if candidates.is_empty() || (observed != Observed::Speculated && candidates == self.shown) {
+        let shown = if spot.lane == STT_LANE {
+            &mut self.shown
+        } else {
+            if self.lane_shown.len() <= spot.lane {
+                // Once per lane slot (bounded by the hub's session limit).
+                self.lane_shown
+                    .resize_with(spot.lane + 1, heapless::Vec::new);
+            }
+            &mut self.lane_shown[spot.lane]
+        };
+        if candidates.is_empty() || (observed != Observed::Speculated && candidates == *shown) {
             return Flow::Continue;
         }
-        self.shown.clone_from(&candidates);
+        shown.clone_from(&candidates);
         let msg = Outbound::Speculative {
-            utterance,
+            utterance: spot.utterance,
             partial: ev.text,
             candidates,
         };
-        if self.send(msg) {
+        if let Some(h) = &mut self.hub {
+            h.deliver(spot.lane, spot.turn, &self.index, &msg);
+        }
+        if !stdout || self.send(msg) {
             Flow::Continue
         } else {
             Flow::Stop
@@ -716,7 +929,11 @@ impl<'i, E: Embed> Driver<StreamingRetriever<'i, E>> for Live {
     }
 
     fn finished(&mut self, _r: &mut StreamingRetriever<'i, E>, f: Finished<Instant>) -> Flow {
-        self.shown.clear();
+        if f.lane == STT_LANE {
+            self.shown.clear();
+        } else if let Some(shown) = self.lane_shown.get_mut(f.lane) {
+            shown.clear();
+        }
         if f.ending == Ending::Silence {
             self.silences.fetch_add(1, Ordering::Relaxed);
         }
@@ -735,7 +952,10 @@ impl<'i, E: Embed> Driver<StreamingRetriever<'i, E>> for Live {
             eou_to_result_ms: f.latency.as_secs_f64() * 1e3,
             stale_dropped: f.stale,
         };
-        if self.send(msg) {
+        if let Some(h) = &mut self.hub {
+            h.deliver(f.lane, f.turn, &self.index, &msg);
+        }
+        if f.lane != STT_LANE || self.send(msg) {
             Flow::Continue
         } else {
             Flow::Stop
@@ -766,4 +986,4 @@ fn write_answers(mut output: Box<dyn Write + Send>, rx: Receiver<Answer>, counts
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

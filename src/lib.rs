@@ -21,6 +21,7 @@ pub mod eval;
 pub mod flags;
 pub mod fusion;
 pub mod hits;
+pub mod hub;
 pub mod hybrid;
 pub mod index;
 pub mod input;

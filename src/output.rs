@@ -18,6 +18,7 @@ use crate::stream::Outcome;
 pub const SPECULATIVE_SHOWN: usize = 5;
 
 /// What the retriever hands to the writer.
+#[derive(Clone)]
 pub enum Outbound {
     /// End of an utterance.
     Final {
@@ -86,9 +87,20 @@ struct CountsJson {
     stale_dropped: u32,
 }
 
+/// The socket hub's tags of a message: the session and the turn it answers.
+#[derive(Clone, Copy, Debug)]
+pub struct Tag<'a> {
+    pub session: &'a str,
+    pub turn: u64,
+}
+
 #[derive(Serialize)]
 struct FinalJson<'a> {
     r#type: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn: Option<u64>,
     utterance: u64,
     text: &'a str,
     path: &'static str,
@@ -112,6 +124,10 @@ struct CandidateJson<'a> {
 #[derive(Serialize)]
 struct SpeculativeJson<'a> {
     r#type: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn: Option<u64>,
     utterance: u64,
     partial: &'a str,
     candidates: Vec<CandidateJson<'a>>,
@@ -119,15 +135,32 @@ struct SpeculativeJson<'a> {
 
 /// Appends one message to `out` as one JSON line (newline included).
 pub fn encode_message(out: &mut Vec<u8>, index: &Index, msg: &Outbound) -> anyhow::Result<()> {
+    encode_tagged(out, index, msg, None)
+}
+
+/// [`encode_message`] with the socket hub's `session` and `turn` fields (after `type`).
+pub fn encode_tagged(
+    out: &mut Vec<u8>,
+    index: &Index,
+    msg: &Outbound,
+    tag: Option<Tag<'_>>,
+) -> anyhow::Result<()> {
     let start = out.len();
-    let r = encode(out, index, msg);
+    let r = encode(out, index, msg, tag);
     if r.is_err() {
         out.truncate(start); // never half a line
     }
     r
 }
 
-fn encode(out: &mut Vec<u8>, index: &Index, msg: &Outbound) -> anyhow::Result<()> {
+fn encode(
+    out: &mut Vec<u8>,
+    index: &Index,
+    msg: &Outbound,
+    tag: Option<Tag<'_>>,
+) -> anyhow::Result<()> {
+    let session = tag.map(|t| t.session);
+    let turn = tag.map(|t| t.turn);
     match msg {
         Outbound::Final {
             utterance,
@@ -143,6 +176,8 @@ fn encode(out: &mut Vec<u8>, index: &Index, msg: &Outbound) -> anyhow::Result<()
             let c = outcome.counts;
             let line = FinalJson {
                 r#type: "final",
+                session,
+                turn,
                 utterance: *utterance,
                 text,
                 path: outcome.path.as_str(),
@@ -185,6 +220,8 @@ fn encode(out: &mut Vec<u8>, index: &Index, msg: &Outbound) -> anyhow::Result<()
             }
             let line = SpeculativeJson {
                 r#type: "speculative",
+                session,
+                turn,
                 utterance: *utterance,
                 partial,
                 candidates: shown,

@@ -74,6 +74,13 @@ pub trait Work {
     /// Idle work; whether anything was done.
     fn idle(&mut self) -> Result<bool, EmbedError>;
     fn finalize(&mut self, text: &str) -> Result<Outcome, EmbedError>;
+    /// The work that follows is lane `lane`'s (its own utterance state). Work with one
+    /// stream ignores it.
+    fn switch(&mut self, lane: usize) {
+        let _ = lane;
+    }
+    /// Forgets the current lane's utterance in progress (no result).
+    fn abandon(&mut self) {}
 }
 
 impl<E: Embed> Work for StreamingRetriever<'_, E> {
@@ -86,6 +93,12 @@ impl<E: Embed> Work for StreamingRetriever<'_, E> {
     fn finalize(&mut self, text: &str) -> Result<Outcome, EmbedError> {
         StreamingRetriever::finalize(self, text)
     }
+    fn switch(&mut self, lane: usize) {
+        StreamingRetriever::switch(self, lane)
+    }
+    fn abandon(&mut self) {
+        StreamingRetriever::reset(self)
+    }
 }
 
 /// What a driver has for the scheduler.
@@ -93,8 +106,11 @@ impl<E: Embed> Work for StreamingRetriever<'_, E> {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Next<T> {
-    /// An event, and when it arrived on the driver's clock.
+    /// An event of the STT pipe ([`STT_LANE`]), and when it arrived on the driver's
+    /// clock.
     Event(Event, T),
+    /// Something for lane `usize` (a session of the socket hub), and when it arrived.
+    Lane(usize, LaneOp, T),
     /// ([`Driver::poll`]) Nothing has arrived.
     Empty,
     /// ([`Driver::wait`]) Woke up before the deadline with nothing to take: the loop
@@ -108,6 +124,11 @@ pub enum Next<T> {
     /// utterance is open, else as soon as the open one has ended (e.g. to rebuild the
     /// work over a new index, while the utterance in flight finishes on the old one).
     Boundary,
+    /// Return from [`Scheduler::run`] now, open utterances or not (a boundary asked
+    /// earlier did not come in time): their lanes stay open here, and the work the
+    /// driver rebuilds starts their utterance states afresh (a final then searches in
+    /// full, on the new index).
+    BoundaryNow,
 }
 
 /// Whether the loop goes on after a callback.
@@ -126,13 +147,20 @@ pub enum Ending {
     Silence,
     /// Input ended (or a stop) with the utterance open; its newest partial is the final.
     EndOfInput,
+    /// The session said its turn ended ([`LaneOp::EndOfSpeech`]); the newest partial
+    /// is the final.
+    EndOfSpeech,
 }
 
 /// A finished utterance, for [`Driver::finished`].
 #[derive(Debug)]
 pub struct Finished<T> {
-    /// 1-based, over the scheduler's life.
+    /// 1-based, over the scheduler's life (all lanes).
     pub utterance: u64,
+    /// The lane it belonged to ([`STT_LANE`] for the pipe).
+    pub lane: usize,
+    /// The session's turn; for [`STT_LANE`] its own 1-based utterance count.
+    pub turn: u64,
     /// The final text (the newest partial unless `ending` is [`Ending::Final`]).
     pub text: Text,
     pub outcome: Result<Outcome, EmbedError>,
@@ -182,6 +210,19 @@ pub trait Driver<W> {
         result: Result<Observed, EmbedError>,
     ) -> Flow;
 
+    /// [`observed`](Self::observed) with the lane: a driver of several lanes
+    /// overrides this one (the default forgets the lane).
+    fn observed_in(
+        &mut self,
+        w: &mut W,
+        spot: Spot,
+        ev: Event,
+        started: Self::Time,
+        result: Result<Observed, EmbedError>,
+    ) -> Flow {
+        self.observed(w, spot.utterance, ev, started, result)
+    }
+
     /// Idle work ran (started at `started`); `Ok(false)`: there was none to do.
     fn idled(&mut self, started: Self::Time, result: Result<bool, EmbedError>) -> Flow {
         let _ = started;
@@ -198,21 +239,30 @@ pub trait Driver<W> {
 /// Why [`Scheduler::run`] returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stopped {
-    /// The driver said [`Next::End`] (the open utterance, if any, was finished first).
+    /// The driver said [`Next::End`] (the open utterances, if any, were finished first).
     End,
     /// A callback returned [`Flow::Stop`].
     Driver,
-    /// The driver asked for it ([`Next::Boundary`]); no utterance is open, and events
-    /// not yet taken are still the driver's: [`Scheduler::run`] can go on with them.
+    /// The driver asked for it ([`Next::Boundary`]); no utterance is open (unless the
+    /// driver forced it: [`Next::BoundaryNow`]), and events not yet taken are still the
+    /// driver's: [`Scheduler::run`] can go on with them.
     Boundary,
 }
 
-/// The policy's state: the open utterance and the utterance count.
+/// One conversation's utterance state in the scheduler: the STT pipe is lane
+/// [`STT_LANE`]; the socket hub opens one lane per session.
 #[derive(Debug)]
-pub struct Scheduler<T> {
-    endpoint: Duration,
-    /// Number of the open (or next) utterance.
+struct Lane<T> {
+    /// In use (lane 0 always is).
+    live: bool,
+    /// Silence ends its open utterance (the STT pipe); sessions end theirs themselves.
+    endpoint: bool,
+    /// Number of the open utterance (over all lanes); 0 while none is open.
     utterance: u64,
+    /// The open utterance's turn: the client's, or for lane 0 its own 1-based count.
+    turn: u64,
+    /// Utterances begun in this lane (lane 0's turns).
+    begun: u64,
     /// Newest partial not yet observed.
     pending: Option<Event>,
     /// An utterance has started and not ended.
@@ -221,88 +271,165 @@ pub struct Scheduler<T> {
     newest: Text,
     /// Partials of the open utterance superseded unseen.
     stale: u32,
-    /// With an utterance open: since when the retriever has had nothing to do.
+    /// With an utterance open: since when the retriever has had nothing to do for it.
     idle_since: Option<T>,
-    /// The driver asked to return at the next utterance boundary.
-    boundary_asked: bool,
 }
 
-impl<T: Time> Scheduler<T> {
-    /// `endpoint`: the silence that ends an open utterance.
-    pub fn new(endpoint: Duration) -> Self {
-        Scheduler {
+impl<T> Lane<T> {
+    fn new(endpoint: bool) -> Self {
+        Lane {
+            live: true,
             endpoint,
-            utterance: 1,
+            utterance: 0,
+            turn: 0,
+            begun: 0,
             pending: None,
             open: false,
             newest: Text::new(),
             stale: 0,
             idle_since: None,
+        }
+    }
+}
+
+/// The STT pipe's lane ([`Next::Event`]); other lanes are the driver's to open.
+pub const STT_LANE: usize = 0;
+
+/// What happens to one lane ([`Next::Lane`]).
+// Moved by value, as [`Next`] is.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum LaneOp {
+    /// The lane starts (or starts again) empty; `endpoint`: silence ends its
+    /// utterances, as it does the STT pipe's.
+    Open { endpoint: bool },
+    /// A partial or final transcript of turn `turn`. A partial opens the turn when
+    /// none is open; a final ends it.
+    Transcript { turn: u64, ev: Event },
+    /// The open turn ended without a final text: its newest partial is the final
+    /// (an empty one when nothing was said).
+    EndOfSpeech { turn: u64 },
+    /// The open utterance is dropped: no result (a newer turn began).
+    Abandon,
+    /// The open utterance is finished with its newest partial, as at end of input,
+    /// and the lane stays (the pipe ended while the daemon serves on).
+    EndOfInput,
+    /// The open utterance is dropped and the lane freed (the session closed).
+    Close,
+}
+
+/// Where a piece of work belongs, for [`Driver::observed_in`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Spot {
+    /// Over all lanes, 1-based.
+    pub utterance: u64,
+    pub lane: usize,
+    /// The lane's turn (see [`Finished::turn`]).
+    pub turn: u64,
+}
+
+/// The policy's state: the lanes (open utterances) and the utterance count.
+#[derive(Debug)]
+pub struct Scheduler<T> {
+    endpoint: Duration,
+    /// Number of the next utterance to begin.
+    next_utterance: u64,
+    lanes: Vec<Lane<T>>,
+    /// Lanes in use.
+    live_lanes: usize,
+    /// Round robin: the lane last observed, the lane last given idle work.
+    observe_rr: usize,
+    idle_rr: usize,
+    /// The driver asked to return at the next utterance boundary.
+    boundary_asked: bool,
+}
+
+impl<T: Time> Scheduler<T> {
+    /// `endpoint`: the silence that ends an open utterance of the STT pipe.
+    pub fn new(endpoint: Duration) -> Self {
+        Scheduler {
+            endpoint,
+            next_utterance: 1,
+            lanes: vec![Lane::new(true)],
+            live_lanes: 1,
+            observe_rr: 0,
+            idle_rr: 0,
             boundary_asked: false,
         }
     }
 
-    /// Whether an utterance is open (a partial came and no final yet).
+    /// Whether an utterance is open in any lane.
     pub fn is_open(&self) -> bool {
-        self.open
+        self.lanes.iter().any(|l| l.open)
     }
 
     /// Runs the policy until the driver ends the input, asks for a boundary, or a
     /// callback stops it.
+    ///
+    /// Over several lanes: finals are taken the moment they are drained (before any
+    /// partial work); then the newest partial of each lane with one waiting, lanes in
+    /// turn (round robin), so a chatty lane cannot starve a quiet one; then idle work,
+    /// lanes in turn. With lane 0 alone this is exactly the single-stream policy.
     pub fn run<W: Work, D: Driver<W, Time = T>>(&mut self, w: &mut W, d: &mut D) -> Stopped {
         loop {
-            if self.boundary_asked && !self.open {
+            if self.boundary_asked && !self.is_open() {
                 self.boundary_asked = false;
                 return Stopped::Boundary;
             }
             d.tick();
             let next = match d.poll() {
                 Next::Empty | Next::Woke | Next::Timeout => {
+                    // Busy with other lanes: the pipe's silence is not held up by them.
+                    if self.live_lanes > 1 && self.silences_due(w, d) == Flow::Stop {
+                        return Stopped::Driver;
+                    }
                     // Nothing waiting: observe the newest partial, else idle work, else
                     // wait (with an utterance open, at most until silence ends it).
-                    if let Some(ev) = self.pending.take() {
+                    if let Some(l) = self.next_pending() {
+                        let ev = self.lanes[l].pending.take().expect("next_pending");
+                        let lane = &self.lanes[l];
+                        let spot = Spot {
+                            utterance: lane.utterance,
+                            lane: l,
+                            turn: lane.turn,
+                        };
+                        w.switch(l);
                         let started = d.now();
                         let result = d.work(w, |w| w.observe(&ev.text));
-                        if d.observed(w, self.utterance, ev, started, result) == Flow::Stop {
+                        if d.observed_in(w, spot, ev, started, result) == Flow::Stop {
                             return Stopped::Driver;
                         }
                         continue;
                     }
-                    let started = d.now();
-                    let result = d.work(w, |w| w.idle());
-                    let worked = matches!(result, Ok(true));
-                    if d.idled(started, result) == Flow::Stop {
-                        return Stopped::Driver;
+                    match self.idle_round(w, d) {
+                        None => return Stopped::Driver,
+                        Some(true) => continue,
+                        Some(false) => {}
                     }
-                    if worked {
-                        continue;
-                    }
-                    let deadline = self.open.then(|| {
-                        let since = *self.idle_since.get_or_insert_with(|| d.now());
-                        since.plus(self.endpoint)
-                    });
+                    let deadline = self.deadline();
                     d.wait(deadline)
                 }
                 next => next,
             };
             let flow = match next {
-                Next::Event(ev, at) => {
-                    self.idle_since = None;
-                    self.offer(w, d, ev, at)
-                }
+                Next::Event(ev, at) => self.transcript(w, d, STT_LANE, None, ev, at),
+                Next::Lane(l, op, at) => self.lane_op(w, d, l, op, at),
                 Next::Empty | Next::Woke => Flow::Continue,
-                Next::Timeout => match self.idle_since {
-                    Some(since) if self.open => self.finish(w, d, None, since, Ending::Silence),
-                    _ => Flow::Continue,
-                },
+                Next::Timeout => self.silences_due(w, d),
                 Next::Boundary => {
                     self.boundary_asked = true;
                     Flow::Continue
                 }
+                Next::BoundaryNow => {
+                    self.boundary_asked = false;
+                    return Stopped::Boundary;
+                }
                 Next::End => {
-                    if self.open {
-                        let now = d.now();
-                        self.finish(w, d, None, now, Ending::EndOfInput);
+                    for l in 0..self.lanes.len() {
+                        if self.lanes[l].open {
+                            let now = d.now();
+                            self.finish(w, d, l, None, now, Ending::EndOfInput);
+                        }
                     }
                     return Stopped::End;
                 }
@@ -313,60 +440,240 @@ impl<T: Time> Scheduler<T> {
         }
     }
 
-    /// Takes one event that arrived at `at`.
-    fn offer<W: Work, D: Driver<W, Time = T>>(
+    /// The next lane (round robin) with a partial waiting.
+    fn next_pending(&mut self) -> Option<usize> {
+        let n = self.lanes.len();
+        let found = (1..=n)
+            .map(|i| (self.observe_rr + i) % n)
+            .find(|&l| self.lanes[l].pending.is_some())?;
+        self.observe_rr = found;
+        Some(found)
+    }
+
+    /// Idle work for the open lanes in turn (lane 0 alone: once, open or not, as the
+    /// single-stream loop always did). `Some(true)`: one worked; `None`: stop.
+    fn idle_round<W: Work, D: Driver<W, Time = T>>(
         &mut self,
         w: &mut W,
         d: &mut D,
+    ) -> Option<bool> {
+        let n = self.lanes.len();
+        let mut tried = false;
+        for i in 1..=n {
+            let l = (self.idle_rr + i) % n;
+            let lane = &self.lanes[l];
+            if !(lane.open || (l == STT_LANE && n == 1)) {
+                continue;
+            }
+            tried = true;
+            w.switch(l);
+            let started = d.now();
+            let result = d.work(w, |w| w.idle());
+            let worked = matches!(result, Ok(true));
+            if d.idled(started, result) == Flow::Stop {
+                return None;
+            }
+            if worked {
+                self.idle_rr = l;
+                return Some(true);
+            }
+            let lane = &mut self.lanes[l];
+            if lane.open && lane.endpoint && lane.idle_since.is_none() {
+                lane.idle_since = Some(d.now());
+            }
+        }
+        if !tried {
+            // Nothing open anywhere: the single-stream loop's idle call, which finds
+            // nothing to do.
+            w.switch(STT_LANE);
+            let started = d.now();
+            let result = d.work(w, |w| w.idle());
+            let worked = matches!(result, Ok(true));
+            if d.idled(started, result) == Flow::Stop {
+                return None;
+            }
+            return Some(worked);
+        }
+        Some(false)
+    }
+
+    /// When silence ends the first open endpoint lane (None: no lane waits for it).
+    fn deadline(&mut self) -> Option<T> {
+        let endpoint = self.endpoint;
+        self.lanes
+            .iter()
+            .filter(|l| l.open && l.endpoint)
+            .filter_map(|l| l.idle_since.map(|s| s.plus(endpoint)))
+            .fold(None, |m: Option<T>, t| match m {
+                Some(m) if m <= t => Some(m),
+                _ => Some(t),
+            })
+    }
+
+    /// Ends, with their newest partial, the open endpoint lanes silent for `endpoint`.
+    fn silences_due<W: Work, D: Driver<W, Time = T>>(&mut self, w: &mut W, d: &mut D) -> Flow {
+        for l in 0..self.lanes.len() {
+            let lane = &self.lanes[l];
+            let Some(since) = lane.idle_since else {
+                continue;
+            };
+            if lane.open
+                && lane.endpoint
+                && since.plus(self.endpoint) <= d.now()
+                && self.finish(w, d, l, None, since, Ending::Silence) == Flow::Stop
+            {
+                return Flow::Stop;
+            }
+        }
+        Flow::Continue
+    }
+
+    fn lane_op<W: Work, D: Driver<W, Time = T>>(
+        &mut self,
+        w: &mut W,
+        d: &mut D,
+        l: usize,
+        op: LaneOp,
+        at: T,
+    ) -> Flow {
+        if l >= self.lanes.len() {
+            // Lanes are few (the driver bounds them) and their slots reused.
+            self.lanes.resize_with(l + 1, || {
+                let mut lane = Lane::new(false);
+                lane.live = false;
+                lane
+            });
+        }
+        match op {
+            LaneOp::Open { endpoint } => {
+                self.abandon(w, l);
+                let lane = &mut self.lanes[l];
+                if !lane.live {
+                    self.live_lanes += 1;
+                }
+                *lane = Lane::new(endpoint);
+                Flow::Continue
+            }
+            LaneOp::Transcript { turn, ev } => self.transcript(w, d, l, Some(turn), ev, at),
+            LaneOp::EndOfSpeech { turn } => {
+                self.begin(l, Some(turn));
+                self.finish(w, d, l, None, at, Ending::EndOfSpeech)
+            }
+            LaneOp::Abandon => {
+                self.abandon(w, l);
+                Flow::Continue
+            }
+            LaneOp::EndOfInput => {
+                if self.lanes[l].open {
+                    self.finish(w, d, l, None, at, Ending::EndOfInput)
+                } else {
+                    Flow::Continue
+                }
+            }
+            LaneOp::Close => {
+                self.abandon(w, l);
+                let lane = &mut self.lanes[l];
+                if lane.live && l != STT_LANE {
+                    lane.live = false;
+                    self.live_lanes -= 1;
+                }
+                Flow::Continue
+            }
+        }
+    }
+
+    /// Drops lane `l`'s open utterance without a result.
+    fn abandon<W: Work>(&mut self, w: &mut W, l: usize) {
+        let lane = &mut self.lanes[l];
+        if !lane.open && lane.pending.is_none() {
+            return;
+        }
+        lane.pending = None;
+        lane.open = false;
+        lane.newest.clear();
+        lane.stale = 0;
+        lane.idle_since = None;
+        lane.utterance = 0;
+        w.switch(l);
+        w.abandon();
+    }
+
+    /// Numbers the lane's utterance if none is open yet.
+    fn begin(&mut self, l: usize, turn: Option<u64>) {
+        let lane = &mut self.lanes[l];
+        if lane.utterance == 0 {
+            lane.utterance = self.next_utterance;
+            self.next_utterance += 1;
+            lane.begun += 1;
+            lane.turn = turn.unwrap_or(lane.begun);
+        }
+    }
+
+    /// Takes one transcript for lane `l` that arrived at `at`.
+    fn transcript<W: Work, D: Driver<W, Time = T>>(
+        &mut self,
+        w: &mut W,
+        d: &mut D,
+        l: usize,
+        turn: Option<u64>,
         ev: Event,
         at: T,
     ) -> Flow {
+        self.begin(l, turn);
+        let lane = &mut self.lanes[l];
+        lane.idle_since = None;
         match ev.kind {
             EventKind::Partial => {
-                self.open = true;
-                self.newest.clone_from(&ev.text);
-                if self.pending.replace(ev).is_some() {
-                    self.stale += 1;
+                lane.open = true;
+                lane.newest.clone_from(&ev.text);
+                if lane.pending.replace(ev).is_some() {
+                    lane.stale += 1;
                 }
                 Flow::Continue
             }
             // The final supersedes any partial still waiting.
-            EventKind::Final => self.finish(w, d, Some(ev.text), at, Ending::Final),
+            EventKind::Final => self.finish(w, d, l, Some(ev.text), at, Ending::Final),
         }
     }
 
-    /// Ends the open utterance with `final_text` (None: its newest partial).
+    /// Ends lane `l`'s open utterance with `final_text` (None: its newest partial).
     fn finish<W: Work, D: Driver<W, Time = T>>(
         &mut self,
         w: &mut W,
         d: &mut D,
+        l: usize,
         final_text: Option<Text>,
         eou: T,
         ending: Ending,
     ) -> Flow {
-        if self.pending.take().is_some() {
-            self.stale += 1;
+        self.begin(l, None);
+        let lane = &mut self.lanes[l];
+        if lane.pending.take().is_some() {
+            lane.stale += 1;
         }
-        self.open = false;
-        self.idle_since = None;
+        lane.open = false;
+        lane.idle_since = None;
         let text = match final_text {
             Some(t) => t,
-            None => self.newest.clone(),
+            None => lane.newest.clone(),
         };
-        self.newest.clear();
-        let utterance = self.utterance;
-        self.utterance += 1;
+        lane.newest.clear();
+        let utterance = mem::take(&mut lane.utterance);
+        let (turn, stale) = (lane.turn, mem::take(&mut lane.stale));
+        w.switch(l);
         let started = d.now();
         let outcome = d.work(w, |w| w.finalize(&text));
         let f = Finished {
             utterance,
+            lane: l,
+            turn,
             text,
             outcome,
             ending,
             eou,
             waited: started.since(eou),
             latency: d.now().since(eou),
-            stale: mem::take(&mut self.stale),
+            stale,
         };
         d.finished(w, f)
     }

@@ -8,6 +8,8 @@ use std::time::Duration;
 use anyhow::Context;
 use primd::config::{self, Layer1};
 use primd::daemon::{self, DaemonOptions};
+use primd::hub::Inbox;
+use primd::hub::listen;
 use primd::index::Load;
 use primd::index::live::{LiveIndex, Serve, Signals};
 use primd::input::{SerialReader, SerialSpec};
@@ -42,15 +44,26 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         live.require_lexical(retriever.as_str());
     }
     signals.spawn(live.clone())?;
-    let input: Box<dyn BufRead + Send> = if args.input == "-" {
-        Box::new(std::io::BufReader::new(std::io::stdin()))
+    // Bound before the daemon starts: an address in use fails the start, clearly.
+    let listeners = args
+        .listen
+        .iter()
+        .map(|a| listen::bind(a, args.allow_remote))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if args.input == "none" && listeners.is_empty() {
+        anyhow::bail!("--input none needs --listen (nothing else would feed the daemon)");
+    }
+    let input: Option<Box<dyn BufRead + Send>> = if args.input == "none" {
+        None
+    } else if args.input == "-" {
+        Some(Box::new(std::io::BufReader::new(std::io::stdin())))
     } else if args.input.starts_with("serial:") {
         let spec: SerialSpec = args.input.parse().map_err(anyhow::Error::msg)?;
-        Box::new(std::io::BufReader::new(SerialReader::new(spec)))
+        Some(Box::new(std::io::BufReader::new(SerialReader::new(spec))))
     } else {
         let file = std::fs::File::open(&args.input)
             .with_context(|| format!("opening input {:?}", args.input))?;
-        Box::new(std::io::BufReader::new(file))
+        Some(Box::new(std::io::BufReader::new(file)))
     };
     // Results go straight to file descriptor 1, one write(2) per line: no buffering of
     // std's stdout and no lock held across a blocked write.
@@ -69,20 +82,21 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         emit_speculative: args.emit_speculative,
         pace: args.pace.unwrap_or(0.0),
         stop_grace: Duration::from_millis(args.stop_grace_ms),
+        swap_wait: daemon::SWAP_WAIT,
     };
     drop(index);
     // From here SIGINT/SIGTERM no longer kill the process: the daemon handles them.
     let signals = daemon::signals()?;
     let pid_file = args.pid_file.as_deref().map(PidFile::write).transpose()?;
-    let stats = daemon::run(
-        &cfg,
-        &dopts,
-        embedder,
-        live,
-        input,
-        Box::new(std::fs::File::from(stdout)),
-        signals,
-    )?;
+    let output = Box::new(std::fs::File::from(stdout));
+    let stats = if listeners.is_empty() {
+        let input = input.expect("an input without --listen");
+        daemon::run(&cfg, &dopts, embedder, live, input, output, signals)?
+    } else {
+        let inbox = Inbox::new(live.clone());
+        let _serving = listen::serve_all(listeners, &inbox.hub())?;
+        daemon::run_hub(&cfg, &dopts, embedder, live, input, output, signals, inbox)?
+    };
     if let Some(sig) = stats.forced {
         // A second signal: now, whatever the other threads are doing.
         drop(pid_file);

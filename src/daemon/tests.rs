@@ -17,10 +17,10 @@ use crate::embed::{DIM, Embedding, Fingerprint, HashEmbedder};
 use crate::index::{IndexMeta, PassageRecord, write_index};
 
 /// Long enough for any machine; only reached when the behaviour under test is broken.
-const BOUND: Duration = Duration::from_secs(60);
+pub(crate) const BOUND: Duration = Duration::from_secs(60);
 
 /// The golden corpus, embedded with the fake embedder.
-fn index(dir: &Path) -> Arc<Index> {
+pub(crate) fn index(dir: &Path) -> Arc<Index> {
     let corpus = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/data/golden-corpus.jsonl"
@@ -54,14 +54,14 @@ fn index(dir: &Path) -> Arc<Index> {
     Arc::new(Index::open(&path).unwrap())
 }
 
-fn cfg(index: &Index, flags: Layer1) -> RunConfig {
+pub(crate) fn cfg(index: &Index, flags: Layer1) -> RunConfig {
     let mut c = config::load(None, flags).unwrap();
     c.resolve_retriever(index).unwrap();
     c
 }
 
 /// An output whose every `write` call is one chunk on a channel.
-struct Chunks(Sender<Vec<u8>>);
+pub(crate) struct Chunks(pub(crate) Sender<Vec<u8>>);
 
 impl Write for Chunks {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -468,6 +468,8 @@ fn live(index: Arc<Index>) -> (Live, Sender<Inbound>, Sender<Control>) {
         index,
         notifier: Notifier::from_env(),
         boundary_asked: false,
+        boundary_at: None,
+        swap_wait: SWAP_WAIT,
         carry: None,
         emit_speculative: false,
         shown: heapless::Vec::new(),
@@ -476,6 +478,9 @@ fn live(index: Arc<Index>) -> (Live, Sender<Inbound>, Sender<Control>) {
         input_ended: false,
         lag_logged: None,
         draining: None,
+        hub: None,
+        lane_shown: Vec::new(),
+        stdout_gone: false,
     };
     (live, events_tx, control_tx)
 }

@@ -194,12 +194,10 @@ pub fn reflect(cfg: &StreamConfig, speculation_cosine: Option<f32>) -> bool {
     speculation_cosine.is_some_and(|c| c >= cfg.reflector_threshold)
 }
 
-/// One utterance at a time; [`finalize`](Self::finalize) resets it for the next.
-pub struct StreamingRetriever<'i, E: Embed> {
-    cfg: StreamConfig,
-    embedder: E,
-    searcher: HybridSearcher<'i>,
-    normalizer: Normalizer,
+/// One utterance's state: what [`StreamingRetriever`] knows of the words said so far.
+/// Boxed, so that switching between conversations ([`StreamingRetriever::switch`]) moves
+/// two pointers, never the candidate sets, and allocates nothing after a lane's first use.
+struct Utterance {
     /// Normalised newest partial.
     current: String,
     /// Normalised text whose embedding is in `embedding` (empty: none).
@@ -207,8 +205,6 @@ pub struct StreamingRetriever<'i, E: Embed> {
     embedding: Embedding,
     /// Normalised text at the last trigger (speculation or gate skip).
     trigger_text: String,
-    /// Normalised final transcript (a reused buffer).
-    final_norm: String,
     /// Embedding the current candidates were scanned with (valid when `speculated`).
     spec_embedding: Embedding,
     speculated: bool,
@@ -217,9 +213,44 @@ pub struct StreamingRetriever<'i, E: Embed> {
     /// Lexical top-C of the newest observed partial (of the final after `finalize`).
     lexical: Hits,
     revisions: Revisions,
+    counts: Counts,
+}
+
+impl Utterance {
+    fn new() -> Box<Utterance> {
+        Box::new(Utterance {
+            current: String::with_capacity(1024),
+            embedded_text: String::with_capacity(1024),
+            embedding: [0.0; DIM],
+            trigger_text: String::with_capacity(1024),
+            spec_embedding: [0.0; DIM],
+            speculated: false,
+            candidates: Candidates::new(),
+            lexical: Hits::new(),
+            revisions: Revisions::new(),
+            counts: Counts::default(),
+        })
+    }
+}
+
+/// One utterance at a time per lane; [`finalize`](Self::finalize) resets it for the
+/// next. Several conversations (the socket hub's sessions) share one retriever, its
+/// embedder and searcher: each has its own [`Utterance`], switched in before its work.
+pub struct StreamingRetriever<'i, E: Embed> {
+    cfg: StreamConfig,
+    embedder: E,
+    searcher: HybridSearcher<'i>,
+    normalizer: Normalizer,
+    /// The active lane's utterance.
+    u: Box<Utterance>,
+    /// The lane `u` belongs to.
+    active: usize,
+    /// The other lanes' utterances, by lane (None: the active one, or never used).
+    parked: Vec<Option<Box<Utterance>>>,
+    /// Normalised final transcript (a reused buffer).
+    final_norm: String,
     /// Scratch of [`speculative_guess`](Self::speculative_guess).
     guess: Ranked,
-    counts: Counts,
 }
 
 impl<'i, E: Embed> StreamingRetriever<'i, E> {
@@ -237,19 +268,28 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             embedder,
             searcher,
             normalizer,
-            current: String::with_capacity(1024),
-            embedded_text: String::with_capacity(1024),
-            embedding: [0.0; DIM],
-            trigger_text: String::with_capacity(1024),
+            u: Utterance::new(),
+            active: 0,
+            parked: Vec::new(),
             final_norm: String::with_capacity(1024),
-            spec_embedding: [0.0; DIM],
-            speculated: false,
-            candidates: Candidates::new(),
-            lexical: Hits::new(),
-            revisions: Revisions::new(),
             guess: Ranked::new(),
-            counts: Counts::default(),
         }
+    }
+
+    /// Makes lane `lane`'s utterance the one the calls that follow work on (the
+    /// scheduler's lanes: the STT pipe is 0). Moves two boxes; allocates only the first
+    /// time a lane is used.
+    pub fn switch(&mut self, lane: usize) {
+        if lane == self.active {
+            return;
+        }
+        let need = lane.max(self.active) + 1;
+        if self.parked.len() < need {
+            self.parked.resize_with(need, || None);
+        }
+        let next = self.parked[lane].take().unwrap_or_else(Utterance::new);
+        self.parked[self.active] = Some(std::mem::replace(&mut self.u, next));
+        self.active = lane;
     }
 
     pub fn config(&self) -> &StreamConfig {
@@ -267,68 +307,69 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
 
     /// Candidates of the last dense speculative scan of this utterance (empty if none).
     pub fn candidates(&self) -> &Candidates {
-        &self.candidates
+        &self.u.candidates
     }
 
     /// Lexical top-C of the newest observed partial (empty if none, or no lexical side).
     pub fn lexical_candidates(&self) -> &Hits {
-        &self.lexical
+        &self.u.lexical
     }
 
     /// Every speculative candidate: the lexical ones, then the dense ones (a passage in
     /// both comes twice).
     pub fn speculative_candidates(&self) -> impl Iterator<Item = u32> + '_ {
-        let lexical = self.lexical.iter().map(|h| h.index);
-        lexical.chain(self.candidates.iter().map(|c| c.index))
+        let lexical = self.u.lexical.iter().map(|h| h.index);
+        lexical.chain(self.u.candidates.iter().map(|c| c.index))
     }
 
     /// Counters of the utterance in progress.
     pub fn counts(&self) -> Counts {
-        self.counts
+        self.u.counts
     }
 
     /// Takes one partial transcript (the whole hypothesis so far).
     pub fn observe(&mut self, partial: &str) -> Result<Observed, EmbedError> {
-        self.counts.partials += 1;
-        self.normalizer.normalize_into(partial, &mut self.current);
+        self.u.counts.partials += 1;
+        self.normalizer.normalize_into(partial, &mut self.u.current);
         if !self.cfg.enabled {
             return Ok(Observed::Waiting);
         }
-        if self.cfg.retriever.uses_lexical() && !self.current.is_empty() {
+        if self.cfg.retriever.uses_lexical() && !self.u.current.is_empty() {
             lexical_search(
                 &mut self.searcher,
-                &mut self.revisions,
+                &mut self.u.revisions,
                 &self.cfg,
-                &self.current,
-                &mut self.lexical,
+                &self.u.current,
+                &mut self.u.lexical,
             );
-            self.counts.lexical_searches += 1;
+            self.u.counts.lexical_searches += 1;
         }
         if !self.cfg.retriever.uses_dense() {
             return Ok(Observed::Waiting);
         }
-        let words = word_count(&self.current);
-        let new_words = words - common_prefix_words(&self.current, &self.trigger_text).min(words);
+        let words = word_count(&self.u.current);
+        let new_words =
+            words - common_prefix_words(&self.u.current, &self.u.trigger_text).min(words);
         if words < self.cfg.min_tokens || new_words < self.cfg.trigger_interval {
             return Ok(Observed::Waiting);
         }
         self.embed_current()?;
-        self.trigger_text.clone_from(&self.current);
-        if self.speculated
-            && cosine(&self.embedding, &self.spec_embedding) >= self.cfg.similarity_threshold
+        self.u.trigger_text.clone_from(&self.u.current);
+        if self.u.speculated
+            && cosine(&self.u.embedding, &self.u.spec_embedding) >= self.cfg.similarity_threshold
         {
-            self.counts.gate_skips += 1;
+            self.u.counts.gate_skips += 1;
             return Ok(Observed::GateSkip);
         }
-        let query = Query::new(&self.embedding);
+        let query = Query::new(&self.u.embedding);
         self.searcher.dense().binary_scan(
             &query,
             self.cfg.max_speculative_results,
-            &mut self.candidates,
+            &mut self.u.candidates,
         );
-        self.spec_embedding = self.embedding;
-        self.speculated = true;
-        self.counts.speculative_searches += 1;
+        self.u.spec_embedding = self.u.embedding;
+        self.u.speculated = true;
+        self.u.counts.speculative_searches += 1;
         Ok(Observed::Speculated)
     }
 
@@ -337,21 +378,21 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
     /// fused as the final will be. For `--emit-speculative`; costs one rerank of the
     /// candidates, allocates nothing.
     pub fn speculative_guess(&mut self, k: usize) -> &Ranked {
-        let query = (!self.embedded_text.is_empty()).then(|| Query::new(&self.embedding));
+        let query = (!self.u.embedded_text.is_empty()).then(|| Query::new(&self.u.embedding));
         match (self.cfg.retriever, &query) {
             (Retriever::Lexical, _) => {
-                let n = k.min(self.lexical.len());
-                ranked_from(&self.lexical[..n], false, &mut self.guess);
+                let n = k.min(self.u.lexical.len());
+                ranked_from(&self.u.lexical[..n], false, &mut self.guess);
             }
             (Retriever::Dense, Some(q)) => {
                 self.searcher
-                    .rerank(&self.candidates, q, k, &mut self.guess)
+                    .rerank(&self.u.candidates, q, k, &mut self.guess)
             }
             (Retriever::Dense, None) => self.guess.clear(),
             (Retriever::Hybrid, q) => self.searcher.fuse(
                 q.as_ref(),
-                &self.lexical,
-                &self.candidates,
+                &self.u.lexical,
+                &self.u.candidates,
                 self.cfg.fusion,
                 k,
                 &mut self.guess,
@@ -366,8 +407,8 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         if !self.cfg.enabled
             || !self.cfg.idle_embed
             || !self.cfg.retriever.uses_dense()
-            || self.current.is_empty()
-            || self.current == self.embedded_text
+            || self.u.current.is_empty()
+            || self.u.current == self.u.embedded_text
         {
             return Ok(false);
         }
@@ -382,7 +423,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         let mut final_norm = std::mem::take(&mut self.final_norm);
         self.normalizer.normalize_into(final_text, &mut final_norm);
         if final_norm.is_empty() {
-            final_norm.clone_from(&self.current);
+            final_norm.clone_from(&self.u.current);
         }
         let outcome = self.finish(&final_norm).map(|mut o| {
             o.confidence = confidence::of_ranked(self.cfg.retriever, &o.hits);
@@ -399,7 +440,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             path: FinalPath::Empty,
             hits: Ranked::new(),
             timings: FinalTimings::default(),
-            counts: self.counts,
+            counts: self.u.counts,
             speculation_cosine: None,
             reused_embedding: false,
             confidence: None,
@@ -414,34 +455,36 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             let t = Instant::now();
             lexical_search(
                 &mut self.searcher,
-                &mut self.revisions,
+                &mut self.u.revisions,
                 &self.cfg,
                 final_norm,
-                &mut self.lexical,
+                &mut self.u.lexical,
             );
             out.timings.lexical_ms = ms_since(t);
         }
         if !retriever.uses_dense() {
-            let n = top_k.min(self.lexical.len());
-            ranked_from(&self.lexical[..n], false, &mut out.hits);
+            let n = top_k.min(self.u.lexical.len());
+            ranked_from(&self.u.lexical[..n], false, &mut out.hits);
             out.path = FinalPath::Lexical;
             return Ok(out);
         }
-        let reused =
-            self.cfg.enabled && !self.embedded_text.is_empty() && self.embedded_text == final_norm;
+        let reused = self.cfg.enabled
+            && !self.u.embedded_text.is_empty()
+            && self.u.embedded_text == final_norm;
         out.reused_embedding = reused;
         if !reused {
             let t = Instant::now();
-            self.current.clear();
-            self.current.push_str(final_norm);
+            self.u.current.clear();
+            self.u.current.push_str(final_norm);
             self.embed_current()?;
             out.timings.embed_ms = ms_since(t);
         }
-        out.counts = self.counts;
-        let query = Query::new(&self.embedding);
+        out.counts = self.u.counts;
+        let query = Query::new(&self.u.embedding);
         out.speculation_cosine = self
+            .u
             .speculated
-            .then(|| cosine(&self.embedding, &self.spec_embedding));
+            .then(|| cosine(&self.u.embedding, &self.u.spec_embedding));
         let accepted = self.cfg.enabled && reflect(&self.cfg, out.speculation_cosine);
         if accepted {
             out.path = if reused {
@@ -454,7 +497,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             self.searcher.dense().binary_scan(
                 &query,
                 self.cfg.full_search_candidates.max(top_k),
-                &mut self.candidates,
+                &mut self.u.candidates,
             );
             out.timings.scan_ms = ms_since(t);
             out.path = FinalPath::Full;
@@ -463,15 +506,15 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         if retriever.uses_lexical() {
             self.searcher.fuse(
                 Some(&query),
-                &self.lexical,
-                &self.candidates,
+                &self.u.lexical,
+                &self.u.candidates,
                 self.cfg.fusion,
                 top_k,
                 &mut out.hits,
             );
         } else {
             self.searcher
-                .rerank(&self.candidates, &query, top_k, &mut out.hits);
+                .rerank(&self.u.candidates, &query, top_k, &mut out.hits);
         }
         out.timings.rerank_ms = ms_since(t);
         Ok(out)
@@ -479,22 +522,22 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
 
     /// Forgets the utterance in progress (keeps buffers and settings).
     pub fn reset(&mut self) {
-        self.current.clear();
-        self.embedded_text.clear();
-        self.trigger_text.clear();
-        self.speculated = false;
-        self.candidates.clear();
-        self.lexical.clear();
-        self.revisions.clear();
+        self.u.current.clear();
+        self.u.embedded_text.clear();
+        self.u.trigger_text.clear();
+        self.u.speculated = false;
+        self.u.candidates.clear();
+        self.u.lexical.clear();
+        self.u.revisions.clear();
         self.guess.clear();
-        self.counts = Counts::default();
+        self.u.counts = Counts::default();
     }
 
     fn embed_current(&mut self) -> Result<(), EmbedError> {
         self.embedder
-            .embed_into(&self.current, &mut self.embedding)?;
-        self.counts.embeds += 1;
-        self.embedded_text.clone_from(&self.current);
+            .embed_into(&self.u.current, &mut self.u.embedding)?;
+        self.u.counts.embeds += 1;
+        self.u.embedded_text.clone_from(&self.u.current);
         Ok(())
     }
 }

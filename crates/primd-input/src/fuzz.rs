@@ -5,6 +5,7 @@
 use std::io::BufReader;
 use std::time::Instant;
 
+use crate::protocol::{self, MAX_FRAME_BYTES, MAX_SESSION_BYTES, Request};
 use crate::{Ctx, Dialect, DialectKind, EventKind, LineReader, MAX_TEXT_BYTES};
 
 /// Every dialect parser behind the real line reader, driven as the daemon's reader
@@ -47,6 +48,42 @@ pub fn dialects(data: &[u8]) {
             }
             assert_eq!(ev.text.trim(), ev.text.as_str(), "texts are trimmed");
         });
+    }
+}
+
+/// The socket protocol's frame parser behind the real line reader, as a connection
+/// thread drives it. Byte 0 picks the reader's buffer capacity and the frame limit
+/// (the real one, or a small one so that oversized frames are common); the rest is what
+/// a client sent. Panics when the parser panics or breaks a promise: a refusal carries
+/// one of the documented codes; an accepted transcript names a valid, non-reserved
+/// session.
+pub fn protocol(data: &[u8]) {
+    let Some((&config, data)) = data.split_first() else {
+        return;
+    };
+    let capacity = 1 + (config & 0x3f) as usize * 11;
+    let limit = if config & 0x80 != 0 {
+        48
+    } else {
+        MAX_FRAME_BYTES
+    };
+    let mut lines = LineReader::with_limit(BufReader::with_capacity(capacity, data), limit);
+    while let Some((_, line)) = lines.next_line().expect("reading a byte slice") {
+        let Some(r) = protocol::parse_line(&line) else {
+            continue;
+        };
+        match r {
+            Ok(Request::Transcript { session, .. }) => {
+                assert!(!session.is_empty() && session.len() <= MAX_SESSION_BYTES);
+                assert!(!protocol::is_reserved(&session), "{session:?}");
+            }
+            Ok(Request::Command { .. }) => {}
+            Err(refusal) => assert!(
+                protocol::CODES.contains(&refusal.code),
+                "undocumented code {:?}",
+                refusal.code
+            ),
+        }
     }
 }
 

@@ -11,12 +11,14 @@
 //! nothing but serde/serde_json, heapless, thiserror and log (no command line, no device,
 //! no model), so the fuzz targets (`fuzz/`) build them alone, and CI builds those targets.
 //! Where the bytes come from (stdin, a file, a serial line) is primd's business: anything
-//! that implements [`std::io::BufRead`] feeds a [`LineReader`].
+//! that implements [`std::io::BufRead`] feeds a [`LineReader`]. The socket protocol's
+//! client frames ([`protocol`]) are parsed here too, for the same reason.
 
 mod dialect;
 #[doc(hidden)]
 pub mod fuzz;
 mod lines;
+pub mod protocol;
 
 pub use dialect::{Ctx, Dialect, DialectKind, Emit, End, ParseError, detect};
 pub use lines::{Line, LineReader, MAX_LINE_BYTES, Mode};

@@ -1,7 +1,7 @@
 //! The `dialects` fuzz target's saved corpus and crash regressions, as ordinary tests:
 //! `fuzz/` is not built by `cargo test`, its target body is (`primd_input::fuzz`).
 
-use primd_input::fuzz::{dialects, saved_inputs};
+use primd_input::fuzz::{dialects, protocol, saved_inputs};
 
 #[test]
 fn dialects_corpus_and_regressions_pass() {
@@ -16,4 +16,12 @@ fn dialects_corpus_and_regressions_pass() {
             .any(|(p, _)| p.to_string_lossy().contains("regressions")),
         "the known crash regressions are run"
     );
+}
+
+#[test]
+fn protocol_corpus_passes() {
+    for (path, bytes) in &saved_inputs("protocol") {
+        let run = std::panic::catch_unwind(|| protocol(bytes));
+        assert!(run.is_ok(), "fuzz input {path:?} fails the protocol target");
+    }
 }
