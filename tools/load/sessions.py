@@ -209,7 +209,7 @@ def main():
     sock = os.path.join(tmp, "primd.sock")
     address = f"unix:{sock}"
     log = open(os.path.join(tmp, "primd.log"), "w")
-    cmd = [args.primd, "run", "--listen", address, "--index", index, "--model", args.model,
+    cmd = [args.primd, "run", "--listen", address, "--input", "none", "--index", index, "--model", args.model,
            *args.extra.split()]
     print("$ " + " ".join(cmd), file=sys.stderr)
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log)

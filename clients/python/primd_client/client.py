@@ -198,14 +198,17 @@ class Client:
     # -- internals --------------------------------------------------------------------
 
     def _send(self, build):
-        """Builds (under the state lock) and sends one message; line numbers follow
-        the send order because both happen under the send lock."""
+        """Builds and counts (under the state lock) and sends one message; line
+        numbers follow the send order because both happen under the send lock."""
         with self._send_lock:
             with self._cond:
                 if self._closed is not None:
                     raise self._closed
                 msg, after = build()
                 line = p.encode(msg, self.max_frame)
+                # Counted before sending: primd's error reply naming this line can
+                # come back before sendall returns.
+                self._router.sent_line(msg)
             try:
                 self._sock.sendall(line)
             except socket.timeout:
@@ -214,9 +217,8 @@ class Client:
             except OSError as e:
                 self._set_closed(f"send failed: {e}")
                 raise self._closed from None
-            with self._cond:
-                self._router.sent_line(msg)
-                if after:
+            if after:
+                with self._cond:
                     after()
 
     def _transcript(self, session, turn, key, value):

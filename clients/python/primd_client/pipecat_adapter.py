@@ -28,6 +28,7 @@ try:
         CancelFrame,
         EndFrame,
         InterimTranscriptionFrame,
+        SystemFrame,
         TranscriptionFrame,
         UserStoppedSpeakingFrame,
     )
@@ -72,6 +73,7 @@ class PrimdRetrieval(FrameProcessor):
         self.role = role
         self.keep_previous = keep_previous
         self.last_result = None
+        self._inflight = None  # the task of a final waiting for primd
 
     def context_frame(self, result):
         """The frame that puts `result`'s passages into the context, or None."""
@@ -86,6 +88,10 @@ class PrimdRetrieval(FrameProcessor):
 
     async def process_frame(self, frame, direction):
         await super().process_frame(frame, direction)
+        if self._inflight is not None and not isinstance(frame, SystemFrame):
+            # A final still waiting for primd (its wait survived an interruption):
+            # frames after it keep their order behind it.
+            await asyncio.shield(self._inflight)
         if isinstance(frame, InterimTranscriptionFrame):
             await self.feeder.interim(frame.text)
         elif isinstance(frame, TranscriptionFrame):
@@ -93,7 +99,8 @@ class PrimdRetrieval(FrameProcessor):
             # user's turn starts, possibly on this very transcript) cancels the frame
             # in process; without primd this transcript would already have gone on,
             # so the wait for primd must not be the reason it is lost.
-            await asyncio.shield(self._final(frame, direction))
+            self._inflight = asyncio.ensure_future(self._final(frame, direction))
+            await asyncio.shield(self._inflight)
             return
         elif isinstance(frame, UserStoppedSpeakingFrame):
             self.feeder.end_user_turn()
@@ -102,10 +109,13 @@ class PrimdRetrieval(FrameProcessor):
         await self.push_frame(frame, direction)
 
     async def _final(self, frame, direction):
-        turn = await self.feeder.final(frame.text)
-        result = await self.feeder.result(turn)
-        self.last_result = result
-        extra = self.context_frame(result) if result else None
-        if extra is not None:
-            await self.push_frame(extra, FrameDirection.DOWNSTREAM)
-        await self.push_frame(frame, direction)
+        try:
+            turn = await self.feeder.final(frame.text)
+            result = await self.feeder.result(turn)
+            self.last_result = result
+            extra = self.context_frame(result) if result else None
+            if extra is not None:
+                await self.push_frame(extra, FrameDirection.DOWNSTREAM)
+            await self.push_frame(frame, direction)
+        finally:
+            self._inflight = None

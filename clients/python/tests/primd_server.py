@@ -38,7 +38,7 @@ class Primd:
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [primd_bin(), "run", "--listen", self.address, "--index", self.index,
-             "--model", MODEL, *extra],
+             "--model", MODEL, "--input", "none", *extra],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.log)
         self.hello = self._wait_for_hello()
 
@@ -51,7 +51,8 @@ class Primd:
                 with socket.socket(socket.AF_UNIX) as s:
                     s.settimeout(limit_s)
                     s.connect(self.sock)
-                    line = s.makefile("rb").readline()
+                    with s.makefile("rb") as f:
+                        line = f.readline()
                     if line:
                         return line
             except (FileNotFoundError, ConnectionRefusedError):
@@ -66,8 +67,8 @@ class Primd:
             return f.read().decode("utf-8", "replace")[-4000:]
 
     def stop(self):
+        self.proc.stdin.close()
         if self.proc.poll() is None:
-            self.proc.stdin.close()
             self.proc.terminate()
             try:
                 self.proc.wait(10)
