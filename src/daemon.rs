@@ -44,6 +44,17 @@
 //! on. An utterance in flight finishes on the old index, and every answer carries the
 //! index it was answered from, so the writer prints it from that one.
 //!
+//! The socket hub ([`run_hub`], [`crate::hub`], `primd run --listen`): the same
+//! retriever thread also takes the hub's messages from the same channel (sessions'
+//! transcripts, clients' registrations), and each session is a lane of the scheduler
+//! next to the STT pipe (lane 0, session `stt`). Results of a session go to its owner
+//! and subscribers through the hub's per-client bounded queues ([`crate::hub`]'s
+//! table: `try_send`, never a wait); the pipe's results still go to the writer above.
+//! Serving the hub, the end of the pipe finishes its open utterance and the daemon
+//! serves on until a stop signal; a closed stdout only stops the pipe's output; a
+//! staged index waits at most [`DaemonOptions::swap_wait`] for a moment with no open
+//! turn, then is swapped in anyway.
+//!
 //! systemd ([`crate::notify`]): `READY=1` once the index, the embedder, the reader and
 //! the retriever's searcher are up; `WATCHDOG=1` from the driver's `tick`, which runs on
 //! every turn of the retriever loop (a loop that stops turning stops feeding it).

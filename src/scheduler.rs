@@ -23,6 +23,16 @@
 //! - **end of input** (or a stop the driver asks for): the open utterance is finished
 //!   with its newest partial, then the loop returns.
 //!
+//! **Lanes** (the socket hub's sessions, [`Next::Lane`]): each conversation has its own
+//! open utterance (pending partial, newest text, idle time); finals are taken when
+//! drained, then the newest partial of each lane, lanes in turn (round robin), then
+//! idle embeds, lanes in turn; the silence endpoint applies to the lanes opened with
+//! it (the STT pipe, lane [`STT_LANE`]); a lane's turn can also end by
+//! [`LaneOp::EndOfSpeech`] or be abandoned ([`LaneOp::Abandon`], [`LaneOp::Close`]).
+//! The work switches to a lane's own utterance state before working for it
+//! ([`Work::switch`]). With lane 0 alone, every step above is the single-stream policy,
+//! unchanged (its tests below are the original ones).
+//!
 //! The scheduler owns no clock, thread or channel: time, events and waiting come from
 //! the [`Driver`], which also receives what the work produced (speculations, results).
 //! It calls [`Driver::tick`] on every turn of its loop, and a wall-clock driver's

@@ -24,6 +24,16 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         ..args.layer1.to_layer1(&args.model)
     };
     let mut cfg = config::load(args.config.as_deref(), flags)?;
+    if args.input == "none" && args.listen.is_empty() {
+        anyhow::bail!("--input none needs --listen (nothing else would feed the daemon)");
+    }
+    // Bound first, before the model loads: an address in use (or not allowed) fails the
+    // start at once; clients that connect meanwhile wait in the listen backlog.
+    let listeners = args
+        .listen
+        .iter()
+        .map(|a| listen::bind(a, args.allow_remote))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     // Before the index is opened: SIGIO (a lease break) and SIGHUP would kill us.
     let signals = Signals::register().context("installing SIGHUP/SIGIO handlers")?;
     let serve = Serve {
@@ -44,15 +54,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         live.require_lexical(retriever.as_str());
     }
     signals.spawn(live.clone())?;
-    // Bound before the daemon starts: an address in use fails the start, clearly.
-    let listeners = args
-        .listen
-        .iter()
-        .map(|a| listen::bind(a, args.allow_remote))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    if args.input == "none" && listeners.is_empty() {
-        anyhow::bail!("--input none needs --listen (nothing else would feed the daemon)");
-    }
     let input: Option<Box<dyn BufRead + Send>> = if args.input == "none" {
         None
     } else if args.input == "-" {

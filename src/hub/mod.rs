@@ -29,7 +29,7 @@
 //!
 //! What crosses threads: session and client registrations in a mutex touched by
 //! connection threads only (never the retriever); lane operations and deliveries on
-//! bounded channels; counters as relaxed atomics. The retriever's side ([`table`])
+//! bounded channels; counters as relaxed atomics. The retriever's side (`table`)
 //! routes each result to the lane's owner and subscribers with `try_send` on each
 //! client's bounded queue: speculative results only while fewer than
 //! [`SPECULATIVE_ROOM`] wait, and a final that does not fit disconnects that client
