@@ -98,6 +98,18 @@ class TwoSessions(SharedDaemon):
         self.assertEqual(e.exception.code, "session_owned")
         self.assertEqual(top_id(a.query("owned", 1, TICKET, timeout=60)), "ticket-prices")
 
+    def test_close_session_abandons_its_turn_and_frees_the_name(self):
+        a, b = self.connect(), self.connect()
+        a.partial("closing", 1, "how much is a")
+        self.assertEqual(a.close_session("closing")["session"], "closing")
+        with self.assertRaises(TurnAbandoned):
+            a.wait_final("closing", 1, timeout=60)
+        # Closed by a's reply, so b may own it now.
+        self.assertEqual(top_id(b.query("closing", 1, TICKET, timeout=60)), "ticket-prices")
+        with self.assertRaises(ServerError) as e:
+            a.close_session("never-opened")
+        self.assertEqual(e.exception.code, "unknown_session")
+
     def test_reserved_session_refused(self):
         c = self.connect()
         c.final("stt", 1, TICKET)
