@@ -301,17 +301,32 @@ fn connection(conn: Box<dyn Conn>, peer: String, hub: Hub) {
 /// The greeting line.
 fn hello(hub: &Hub) -> Vec<u8> {
     let index = hub.index();
-    let mut v = serde_json::to_vec(&json!({
-        "type": "hello",
-        "protocol": PROTOCOL_VERSION,
-        "primd": env!("CARGO_PKG_VERSION"),
-        "passages": index.len(),
-        "index": index.path().display().to_string(),
-        "max_frame": MAX_FRAME_BYTES,
-    }))
-    .unwrap_or_default();
+    let mut v = typed(
+        "hello",
+        json!({
+            "protocol": PROTOCOL_VERSION,
+            "primd": env!("CARGO_PKG_VERSION"),
+            "passages": index.len(),
+            "index": index.path().display().to_string(),
+            "max_frame": MAX_FRAME_BYTES,
+        }),
+    );
     v.push(b'\n');
     v
+}
+
+/// `fields` (an object) as one JSON object with `"type": kind` first, as results have
+/// it (serde_json's maps sort their keys).
+fn typed(kind: &str, fields: Value) -> Vec<u8> {
+    let mut out = format!("{{\"type\":{}", json!(kind)).into_bytes();
+    let rest = serde_json::to_vec(&fields).unwrap_or_default();
+    if rest.len() > 2 {
+        out.push(b',');
+        out.extend_from_slice(&rest[1..]);
+    } else {
+        out.push(b'}');
+    }
+    out
 }
 
 fn write_loop(
@@ -459,14 +474,14 @@ fn command(
 ) -> Vec<u8> {
     let name = cmd.name();
     let ok = |fields: Value| {
-        let mut v = json!({"type": "reply", "cmd": name, "ok": true});
+        let mut v = json!({"cmd": name, "ok": true});
         if let Some(id) = &id {
             v["id"] = id.clone();
         }
         if let (Value::Object(v), Value::Object(f)) = (&mut v, fields) {
             v.extend(f);
         }
-        serde_json::to_vec(&v).unwrap_or_default()
+        typed("reply", v)
     };
     let failed = |code: &'static str, message: String| {
         error_line(
@@ -515,7 +530,7 @@ fn command(
 }
 
 fn error_line(r: &Refusal, line: Option<u64>) -> Vec<u8> {
-    let mut v = json!({"type": "error", "code": r.code, "message": r.message});
+    let mut v = json!({"code": r.code, "message": r.message});
     if let Some(cmd) = &r.cmd {
         v["cmd"] = json!(cmd);
     }
@@ -525,7 +540,7 @@ fn error_line(r: &Refusal, line: Option<u64>) -> Vec<u8> {
     if let Some(n) = line {
         v["line"] = json!(n);
     }
-    serde_json::to_vec(&v).unwrap_or_default()
+    typed("error", v)
 }
 
 /// Serves every listener; keep the guards while the daemon runs.
@@ -534,4 +549,79 @@ pub fn serve_all(listeners: Vec<Listener>, hub: &Hub) -> anyhow::Result<Vec<Serv
         .into_iter()
         .map(|l| l.serve(hub.clone()).context("starting a listener thread"))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_start_with_their_type() {
+        assert_eq!(typed("reply", json!({})), br#"{"type":"reply"}"#);
+        let v = typed("error", json!({"code": "bad_json", "line": 3}));
+        assert!(
+            v.starts_with(br#"{"type":"error","#),
+            "{}",
+            String::from_utf8_lossy(&v)
+        );
+        let back: Value = serde_json::from_slice(&v).unwrap();
+        assert_eq!(
+            back,
+            json!({"type": "error", "code": "bad_json", "line": 3})
+        );
+    }
+
+    #[test]
+    fn addresses_parse_or_say_what_is_expected() {
+        assert_eq!(
+            "unix:/run/p.sock".parse(),
+            Ok(ListenAddr::Unix("/run/p.sock".into()))
+        );
+        assert_eq!(
+            "tcp:127.0.0.1:7700".parse(),
+            Ok(ListenAddr::Tcp("127.0.0.1:7700".into()))
+        );
+        assert!(
+            "tcp:7700"
+                .parse::<ListenAddr>()
+                .unwrap_err()
+                .contains("HOST:PORT")
+        );
+        assert!("unix:".parse::<ListenAddr>().is_err());
+        assert!(
+            "/run/p.sock"
+                .parse::<ListenAddr>()
+                .unwrap_err()
+                .contains("unix:PATH")
+        );
+        let e = bind(&"tcp:0.0.0.0:0".parse().unwrap(), false)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("--allow-remote"), "{e}");
+        let l = bind(&"tcp:127.0.0.1:0".parse().unwrap(), false).unwrap();
+        assert!(
+            matches!(&l.local, ListenAddr::Tcp(a) if !a.ends_with(":0")),
+            "{}",
+            l.local
+        );
+    }
+
+    #[test]
+    fn a_socket_somebody_listens_on_or_another_file_is_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.sock");
+        let addr = ListenAddr::Unix(p.clone());
+        let held = bind(&addr, false).unwrap();
+        let e = bind(&addr, false).err().unwrap();
+        assert!(
+            e.to_string().contains("another process is listening"),
+            "{e}"
+        );
+        drop(held);
+        assert!(!p.exists(), "removed with its listener");
+        std::fs::write(&p, b"a file").unwrap();
+        let e = bind(&addr, false).err().unwrap();
+        assert!(e.to_string().contains("not a socket"), "{e}");
+        assert_eq!(std::fs::read(&p).unwrap(), b"a file");
+    }
 }
