@@ -76,6 +76,7 @@ class ClientStats:
         self.answered = 0
         self.primd_ms = []
         self.client_ms = []
+        self.paths = {}
         self.error = None
 
 
@@ -122,6 +123,7 @@ async def run_client(i, address, utts, deadline, gap, speed, timeout, stats):
             else:
                 st.answered += 1
                 st.primd_ms.append(float(res["ms"]["eou_to_result"]))
+                st.paths[res.get("path")] = st.paths.get(res.get("path"), 0) + 1
                 st.client_ms.append((recv.pop(turn, time.monotonic()) - sent_at) * 1000)
             turn += 1
             await asyncio.sleep(gap / speed)
@@ -279,7 +281,12 @@ def report(args, stats, rss, server_stats, wall, alive, cmd):
               f"{r['client_max']:.2f} |" + (f" {r['error']}" if r["error"] else ""))
     print(f"| **all** | {sent} | {answered} | {pct(all_p, 50):.3f} / {pct(all_p, 99):.3f} | "
           f"{pct(all_c, 50):.2f} / {pct(all_c, 99):.2f} / {max(all_c) if all_c else float('nan'):.2f} |")
-    print(f"\nanswered per client: min {min(counts)}, max {max(counts)}; "
+    paths = {}
+    for s in stats:
+        for k, v in s.paths.items():
+            paths[k] = paths.get(k, 0) + v
+    print("\npaths: " + ", ".join(f"{k} {v}" for k, v in sorted(paths.items(), key=str)))
+    print(f"answered per client: min {min(counts)}, max {max(counts)}; "
           f"worst client max latency {max(r['client_max'] for r in rows):.2f} ms")
     if rss:
         print(f"RSS (KiB, every {args.rss_every:g} s, {len(rss)} samples): start {rss[0][1]}, "
@@ -297,7 +304,7 @@ def report(args, stats, rss, server_stats, wall, alive, cmd):
           f"client errors: {sum(s.error is not None for s in stats)} → {'PASS' if ok else 'FAIL'}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"cmd": cmd, "wall_s": wall, "clients": rows, "rss_kib": rss,
+            json.dump({"cmd": cmd, "wall_s": wall, "clients": rows, "rss_kib": rss, "paths": paths,
                        "server_stats": server_stats, "ok": ok}, f, indent=1)
     return ok
 
