@@ -520,3 +520,56 @@ fn a_reload_does_not_wait_forever_for_a_turn_left_open() {
     );
     d.stop();
 }
+
+#[test]
+fn routing_a_partial_and_its_speculative_result_allocates_nothing() {
+    use crate::daemon::Inbound;
+    use crate::stream::tests::alloc_count;
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let inbox = Inbox::new(Arc::new(LiveIndex::fixed(index.clone())));
+    let hub = inbox.hub();
+    let mut table = table::Table::new(inbox.shared.clone());
+    // Registrations may allocate (once per client, session, subscription).
+    let mut client = hub.connect("c").unwrap();
+    client.subscribe("*", true).unwrap();
+    let _session = client.open_session("k").unwrap();
+    let lane = inbox
+        .rx
+        .try_iter()
+        .filter_map(|m| match m {
+            Inbound::Hub(m) => table.apply(m),
+            _ => None,
+        })
+        .find_map(|n| match n {
+            crate::scheduler::Next::Lane(l, _, _) => Some(l),
+            _ => None,
+        })
+        .unwrap();
+    let mut candidates = heapless::Vec::new();
+    candidates.extend([0u32, 1]);
+    let msg = Outbound::Speculative {
+        utterance: 1,
+        partial: crate::input::to_text("what is the").0,
+        candidates,
+    };
+    let event = |text: &str| crate::input::Event {
+        kind: crate::input::EventKind::Partial,
+        text: crate::input::to_text(text).0,
+        t: None,
+        received: std::time::Instant::now(),
+        line: 0,
+    };
+    table.deliver(lane, 1, &index, &msg); // warm-up
+    client.results().try_recv().unwrap();
+    let ev = event("what is the capital");
+    let before = alloc_count::count();
+    let next = table.apply(HubMsg::Transcript { lane, turn: 1, ev });
+    let wanted = table.wants_speculative(lane);
+    table.deliver(lane, 1, &index, &msg);
+    assert_eq!(alloc_count::count() - before, 0, "allocations per partial");
+    assert!(matches!(next, Some(crate::scheduler::Next::Lane(l, _, _)) if l == lane));
+    assert!(wanted);
+    let d = client.results().try_recv().unwrap();
+    assert_eq!((d.session.as_str(), d.turn), ("k", 1));
+}

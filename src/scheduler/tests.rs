@@ -18,9 +18,11 @@ struct Fake {
     observe_s: f64,
     idle_s: f64,
     finalize_s: f64,
-    /// Newest observed text not yet embedded by idle work.
-    idle_todo: bool,
+    /// Newest observed text not yet embedded by idle work, by lane.
+    idle_todo: Vec<bool>,
     calls: Vec<String>,
+    /// The lane switched to ([`Work::switch`]).
+    lane: usize,
 }
 
 impl Fake {
@@ -30,9 +32,24 @@ impl Fake {
             observe_s,
             idle_s,
             finalize_s,
-            idle_todo: false,
+            idle_todo: vec![false],
             calls: Vec::new(),
+            lane: 0,
         }
+    }
+    /// A call, named with its lane when it is not the pipe's.
+    fn call(&mut self, what: String) {
+        let c = match self.lane {
+            0 => what,
+            l => format!("{l}: {what}"),
+        };
+        self.calls.push(c);
+    }
+    fn todo(&mut self) -> &mut bool {
+        if self.idle_todo.len() <= self.lane {
+            self.idle_todo.resize(self.lane + 1, false);
+        }
+        &mut self.idle_todo[self.lane]
     }
     fn spend(&self, s: f64) {
         *self.clock.borrow_mut() += s;
@@ -42,22 +59,29 @@ impl Fake {
 impl Work for Fake {
     fn observe(&mut self, partial: &str) -> Result<Observed, EmbedError> {
         self.spend(self.observe_s);
-        self.calls.push(format!("observe {partial}"));
-        self.idle_todo = true;
+        self.call(format!("observe {partial}"));
+        *self.todo() = true;
         Ok(Observed::Waiting)
     }
     fn idle(&mut self) -> Result<bool, EmbedError> {
-        if !std::mem::take(&mut self.idle_todo) {
+        if !std::mem::take(self.todo()) {
             return Ok(false);
         }
         self.spend(self.idle_s);
-        self.calls.push("idle".into());
+        self.call("idle".into());
         Ok(true)
+    }
+    fn switch(&mut self, lane: usize) {
+        self.lane = lane;
+    }
+    fn abandon(&mut self) {
+        *self.todo() = false;
+        self.call("abandon".into());
     }
     fn finalize(&mut self, text: &str) -> Result<Outcome, EmbedError> {
         self.spend(self.finalize_s);
-        self.calls.push(format!("finalize {text}"));
-        self.idle_todo = false;
+        self.call(format!("finalize {text}"));
+        *self.todo() = false;
         Ok(Outcome {
             path: FinalPath::Full,
             hits: Ranked::new(),
@@ -437,4 +461,217 @@ fn a_boundary_asked_mid_utterance_comes_after_its_final() {
     assert_eq!(scheduler.run(&mut work, &mut sim), Stopped::End);
     let d = &sim.done[1];
     assert_eq!((d.utterance, d.text.as_str()), (2, "c d."));
+}
+
+/// Scripted lane operations on the simulated clock (the socket hub's sessions).
+struct Lanes {
+    clock: Clock,
+    ops: Vec<(f64, usize, LaneOp)>,
+    /// (lane, turn, utterance, text, ending) of each finished utterance.
+    done: Vec<(usize, u64, u64, String, Ending)>,
+}
+
+impl Lanes {
+    fn new(clock: &Clock, mut ops: Vec<(f64, usize, LaneOp)>) -> Self {
+        ops.reverse(); // popped from the end
+        Lanes {
+            clock: clock.clone(),
+            ops,
+            done: Vec::new(),
+        }
+    }
+    fn take(&mut self) -> Next<Seconds> {
+        let (t, lane, op) = self.ops.pop().unwrap();
+        match (lane, op) {
+            (0, LaneOp::Transcript { ev, .. }) => Next::Event(ev, Seconds(t)),
+            (lane, op) => Next::Lane(lane, op, Seconds(t)),
+        }
+    }
+}
+
+fn ev(kind: EventKind, text: &str) -> Event {
+    Event {
+        kind,
+        text: to_text(text).0,
+        t: None,
+        received: Instant::now(),
+        line: 0,
+    }
+}
+
+/// A partial of turn `turn` of lane `lane` at `t` (lane 0: the pipe's).
+fn lp(t: f64, lane: usize, turn: u64, text: &str) -> (f64, usize, LaneOp) {
+    let ev = ev(EventKind::Partial, text);
+    (t, lane, LaneOp::Transcript { turn, ev })
+}
+
+fn lf(t: f64, lane: usize, turn: u64, text: &str) -> (f64, usize, LaneOp) {
+    let ev = ev(EventKind::Final, text);
+    (t, lane, LaneOp::Transcript { turn, ev })
+}
+
+fn open(t: f64, lane: usize) -> (f64, usize, LaneOp) {
+    (t, lane, LaneOp::Open { endpoint: false })
+}
+
+impl Driver<Fake> for Lanes {
+    type Time = Seconds;
+
+    fn now(&self) -> Seconds {
+        Seconds(*self.clock.borrow())
+    }
+
+    fn poll(&mut self) -> Next<Seconds> {
+        match self.ops.last() {
+            None => Next::End,
+            Some(&(t, ..)) if Seconds(t) <= self.now() => self.take(),
+            Some(_) => Next::Empty,
+        }
+    }
+
+    fn wait(&mut self, deadline: Option<Seconds>) -> Next<Seconds> {
+        let Some(&(t, ..)) = self.ops.last() else {
+            return Next::End;
+        };
+        match deadline {
+            Some(d) if d < Seconds(t) => {
+                *self.clock.borrow_mut() = d.0;
+                Next::Timeout
+            }
+            _ => {
+                let mut c = self.clock.borrow_mut();
+                *c = c.max(t);
+                drop(c);
+                self.take()
+            }
+        }
+    }
+
+    fn observed(
+        &mut self,
+        _w: &mut Fake,
+        _utterance: u64,
+        _ev: Event,
+        _started: Seconds,
+        result: Result<Observed, EmbedError>,
+    ) -> Flow {
+        result.unwrap();
+        Flow::Continue
+    }
+
+    fn finished(&mut self, _w: &mut Fake, f: Finished<Seconds>) -> Flow {
+        f.outcome.unwrap();
+        let text = f.text.to_string();
+        self.done
+            .push((f.lane, f.turn, f.utterance, text, f.ending));
+        Flow::Continue
+    }
+}
+
+#[test]
+fn lanes_are_served_in_turn_so_a_chatty_one_cannot_starve_a_quiet_one() {
+    let clock = Clock::default();
+    let mut work = Fake::new(&clock, 0.1, 0.01, 0.01);
+    let mut lanes = Lanes::new(
+        &clock,
+        vec![
+            open(0.0, 1),
+            open(0.0, 2),
+            lp(0.0, 1, 1, "a1"),
+            lp(0.0, 2, 1, "b1"),
+            lp(0.05, 1, 1, "a2"),
+            lp(0.15, 1, 1, "a3"), // supersedes a2, unseen
+            lp(0.16, 1, 1, "a4"),
+            lf(0.17, 2, 1, "B."),
+            lf(0.5, 1, 1, "A."),
+        ],
+    );
+    assert_eq!(
+        Scheduler::new(ENDPOINT).run(&mut work, &mut lanes),
+        Stopped::End
+    );
+    assert_eq!(
+        work.calls,
+        [
+            "1: observe a1",  // 0.0-0.1
+            "2: observe b1",  // lane 1's a2 waits: lane 2's turn
+            "2: finalize B.", // drained at 0.2: a final before any partial work
+            "1: observe a4",  // the newest of lane 1's partials
+            "1: idle",
+            "1: finalize A."
+        ]
+    );
+    let done: Vec<_> = lanes
+        .done
+        .iter()
+        .map(|d| (d.0, d.1, d.2, d.3.as_str()))
+        .collect();
+    assert_eq!(
+        done,
+        [(2, 1, 2, "B."), (1, 1, 1, "A.")],
+        "numbered as they began"
+    );
+}
+
+#[test]
+fn silence_ends_the_pipe_s_utterance_only_sessions_end_their_own() {
+    let clock = Clock::default();
+    let mut work = Fake::new(&clock, 0.01, 0.01, 0.01);
+    let mut lanes = Lanes::new(
+        &clock,
+        vec![
+            open(0.0, 1),
+            lp(0.0, 0, 0, "turn off"),
+            lp(0.0, 1, 4, "play some"),
+            (5.0, 1, LaneOp::EndOfSpeech { turn: 4 }),
+            lp(6.0, 1, 5, "never ended"),
+        ],
+    );
+    assert_eq!(
+        Scheduler::new(ENDPOINT).run(&mut work, &mut lanes),
+        Stopped::End
+    );
+    let done: Vec<_> = lanes
+        .done
+        .iter()
+        .map(|d| (d.0, d.1, d.3.as_str(), d.4))
+        .collect();
+    assert_eq!(
+        done,
+        [
+            (0, 1, "turn off", Ending::Silence),
+            (1, 4, "play some", Ending::EndOfSpeech),
+            (1, 5, "never ended", Ending::EndOfInput)
+        ]
+    );
+}
+
+#[test]
+fn an_abandoned_or_closed_turn_gets_no_result() {
+    let clock = Clock::default();
+    let mut work = Fake::new(&clock, 0.01, 0.01, 0.01);
+    let mut lanes = Lanes::new(
+        &clock,
+        vec![
+            open(0.0, 1),
+            lp(0.0, 1, 1, "first"),
+            (0.1, 1, LaneOp::Abandon),
+            lp(0.2, 1, 2, "second"),
+            lf(0.3, 1, 2, "Second."),
+            lp(0.4, 1, 3, "third"),
+            (0.5, 1, LaneOp::Close),
+            open(0.6, 1), // the lane reused by another session
+            (0.7, 1, LaneOp::EndOfSpeech { turn: 1 }),
+        ],
+    );
+    let mut scheduler = Scheduler::new(ENDPOINT);
+    assert_eq!(scheduler.run(&mut work, &mut lanes), Stopped::End);
+    let done: Vec<_> = lanes.done.iter().map(|d| (d.1, d.3.as_str())).collect();
+    assert_eq!(
+        done,
+        [(2, "Second."), (1, "")],
+        "nothing said: an empty final"
+    );
+    assert_eq!(work.calls.iter().filter(|c| *c == "1: abandon").count(), 2);
+    assert!(!scheduler.is_open());
 }

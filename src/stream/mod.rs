@@ -36,7 +36,7 @@
 pub mod normalize;
 pub mod revisions;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::time::Instant;
 

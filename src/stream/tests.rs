@@ -618,8 +618,57 @@ fn no_allocation_per_partial_after_warm_up() {
     }
 }
 
-/// Counts this thread's heap allocations (for the test above).
-mod alloc_count {
+#[test]
+fn switching_lanes_allocates_nothing_after_each_lane_s_first_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let mut r = StreamingRetriever::new(
+        StreamConfig {
+            retriever: Retriever::Hybrid,
+            trigger_interval: 1,
+            similarity_threshold: 2.0,
+            ..cfg()
+        },
+        NoAlloc,
+        HybridSearcher::new(&index).unwrap(),
+        Normalizer::default(),
+    );
+    let a = ["set a", "set a timer", "set a timer for ten minutes"];
+    let b = [
+        "what is",
+        "what is the capital",
+        "what is the capital of france",
+    ];
+    // Two conversations interleaved, partial by partial, each with its own state.
+    let both = |r: &mut StreamingRetriever<'_, NoAlloc>| {
+        for (pa, pb) in a.iter().zip(b) {
+            r.switch(0);
+            r.observe(pa).unwrap();
+            r.switch(3);
+            r.observe(pb).unwrap();
+            let _ = r.speculative_guess(5);
+        }
+        r.switch(0);
+        let oa = r.finalize("set a timer for ten minutes").unwrap();
+        r.switch(3);
+        let ob = r.finalize("what is the capital of france").unwrap();
+        (oa, ob)
+    };
+    both(&mut r); // warm-up: each lane's state is made once
+    let before = alloc_count::count();
+    let (oa, ob) = both(&mut r);
+    assert_eq!(
+        alloc_count::count() - before,
+        0,
+        "allocations switching lanes"
+    );
+    assert_eq!(oa.path, FinalPath::Reuse, "lane 0 kept its own embedding");
+    assert_eq!(ob.path, FinalPath::Reuse, "lane 3 kept its own embedding");
+    assert_ne!(oa.hits[0].index, ob.hits[0].index);
+}
+
+/// Counts this thread's heap allocations (for the tests above, and the hub's).
+pub(crate) mod alloc_count {
     use std::alloc::{GlobalAlloc, Layout, System};
     use std::cell::Cell;
 
