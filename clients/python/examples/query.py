@@ -1,0 +1,32 @@
+#!/usr/bin/env python3
+"""Ask primd one question as a voice agent would: partials while "speaking", then the
+final, then print the passages. Standard library only.
+
+    primd run --listen unix:/tmp/primd.sock --index index/demo.idx &
+    python3 examples/query.py unix:/tmp/primd.sock "Can I bring my dog inside the museum?"
+"""
+
+import sys
+import time
+
+from primd_client import Client, passages_text
+
+
+def main():
+    address, question = sys.argv[1], " ".join(sys.argv[2:]) or "What time does the planetarium show start?"
+    with Client.connect(address) as c:
+        print(f"primd {c.hello['primd']}, {c.hello['passages']} passages", file=sys.stderr)
+        words = question.split()
+        for n in range(1, len(words)):  # the recognizer's growing hypothesis
+            c.partial("example", 1, " ".join(words[:n]))
+            time.sleep(0.25)
+        t0 = time.monotonic()
+        result = c.query("example", 1, question)
+        took = (time.monotonic() - t0) * 1000
+        print(f"final → result: {took:.2f} ms on this clock, {result['ms']['eou_to_result']:.3f} ms in primd "
+              f"(path {result.get('path')})", file=sys.stderr)
+        print(passages_text(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Both adapters end to end: the real framework classes, the real `primd run --listen`
+(demo index, real model). A recognizer's interim and final transcripts of a demo
+question go in; the passage of the right document comes out in the LLM's context."""
+
+import asyncio
+import unittest
+
+from primd_server import Primd
+
+try:
+    from pipecat.frames.frames import InterimTranscriptionFrame, TranscriptionFrame
+    from pipecat.pipeline.pipeline import Pipeline
+    from pipecat.processors.aggregators.llm_context import LLMContext
+    from pipecat.processors.aggregators.llm_response_universal import LLMUserAggregator
+    from pipecat.tests.utils import run_test
+
+    from primd_client.pipecat_adapter import PrimdRetrieval, is_primd_message
+    HAVE_PIPECAT = True
+except ImportError:
+    HAVE_PIPECAT = False
+
+try:
+    from livekit.agents import AgentSession, ChatContext
+    from livekit.agents.voice.events import UserInputTranscribedEvent
+
+    from primd_client.livekit_adapter import PrimdTurnHook
+    HAVE_LIVEKIT = True
+except ImportError:
+    HAVE_LIVEKIT = False
+
+QUESTION = "Is there somewhere I can leave my coat and, uh, my backpack?"
+TITLE = "[Lockers and cloakroom]"
+
+
+def growing(text):
+    words = text.split()
+    return [" ".join(words[:n]) for n in range(1, len(words))]
+
+
+class Live(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.primd = Primd()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.primd.stop()
+
+    @unittest.skipUnless(HAVE_PIPECAT, "pipecat-ai not installed")
+    def test_pipecat_processor(self):
+        context = LLMContext(messages=[{"role": "system", "content": "You are the museum's guide."}])
+        proc = PrimdRetrieval(self.primd.address, session="pipecat-live", timeout=60)
+        frames = [InterimTranscriptionFrame(text=t, user_id="v", timestamp="") for t in growing(QUESTION)]
+        frames.append(TranscriptionFrame(text=QUESTION, user_id="v", timestamp=""))
+        asyncio.run(run_test(Pipeline([proc, LLMUserAggregator(context)]), frames_to_send=frames))
+        roles = [(m["role"], is_primd_message(m)) for m in context.messages]
+        self.assertEqual(roles, [("system", False), ("system", True), ("user", False)])
+        self.assertIn(TITLE, context.messages[1]["content"].split("\n\n")[1],
+                      "the right passage first")
+        self.assertEqual(context.messages[2]["content"], QUESTION)
+        self.assertEqual(proc.last_result["session"], "pipecat-live")
+
+    @unittest.skipUnless(HAVE_LIVEKIT, "livekit-agents not installed")
+    def test_livekit_hook(self):
+        async def go():
+            hook = PrimdTurnHook(self.primd.address, session="livekit-live", timeout=60)
+            session = AgentSession()
+            hook.attach(session)
+            for t in growing(QUESTION):
+                session.emit("user_input_transcribed", UserInputTranscribedEvent(transcript=t, is_final=False))
+            session.emit("user_input_transcribed", UserInputTranscribedEvent(transcript=QUESTION, is_final=True))
+            turn_ctx = ChatContext.empty()
+            msg = turn_ctx.add_message(role="user", content=QUESTION)
+            result = await hook.inject(turn_ctx, msg)
+            await hook.aclose()
+            return result, turn_ctx
+
+        result, turn_ctx = asyncio.run(go())
+        self.assertEqual((result["session"], result["turn"], result["text"]), ("livekit-live", 0, QUESTION))
+        self.assertEqual([m.role for m in turn_ctx.items], ["user", "assistant"])
+        self.assertIn(TITLE, turn_ctx.items[1].text_content.split("\n\n")[1])
+
+
+if __name__ == "__main__":
+    unittest.main()
