@@ -111,3 +111,38 @@ pub fn require_kernels(module: &str, catalogue: &[&str], ran: &[&str]) {
         }
     }
 }
+
+/// An index of `(id, text)` passages embedded by the deterministic fake embedder
+/// ([`HashEmbedder`](crate::embed::HashEmbedder)), written (with its lexical section) to
+/// `dir/t.idx` and opened: the small hand-made corpus of unit tests.
+pub fn hash_index(dir: &std::path::Path, corpus: &[(&str, &str)]) -> crate::index::Index {
+    use crate::embed::{DIM, Embed, HashEmbedder};
+    use crate::index::{Index, IndexMeta, PassageRecord, write_index};
+    let mut e = HashEmbedder;
+    let mut vectors = Vec::new();
+    let passages: Vec<_> = corpus
+        .iter()
+        .map(|(id, text)| {
+            let mut v = [0.0; DIM];
+            e.embed_into(text, &mut v).unwrap();
+            vectors.extend_from_slice(&v);
+            PassageRecord {
+                id: (*id).into(),
+                title: String::new(),
+                text: (*text).into(),
+                chunk: 0,
+                word_start: 0,
+                word_end: 0,
+            }
+        })
+        .collect();
+    let meta = IndexMeta {
+        dim: DIM as u32,
+        fingerprint: e.fingerprint(),
+        chunk_words: 0,
+        overlap_words: 0,
+    };
+    let path = dir.join("t.idx");
+    write_index(&path, &meta, &passages, &vectors).unwrap();
+    Index::open(&path).unwrap()
+}

@@ -734,8 +734,7 @@ pub fn suits(model: &TriggerModel, retriever: Retriever) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embed::{DIM, HashEmbedder};
-    use crate::index::{IndexMeta, PassageRecord, write_index};
+    use crate::embed::HashEmbedder;
 
     const CORPUS: &[(&str, &str)] = &[
         ("a", "zulu alpha beta omega"),
@@ -744,33 +743,7 @@ mod tests {
     ];
 
     fn index(dir: &std::path::Path) -> Index {
-        let mut e = HashEmbedder;
-        let mut vectors = Vec::new();
-        let passages: Vec<_> = CORPUS
-            .iter()
-            .map(|(id, text)| {
-                let mut v = [0.0; DIM];
-                e.embed_into(text, &mut v).unwrap();
-                vectors.extend_from_slice(&v);
-                PassageRecord {
-                    id: (*id).into(),
-                    title: String::new(),
-                    text: (*text).into(),
-                    chunk: 0,
-                    word_start: 0,
-                    word_end: 0,
-                }
-            })
-            .collect();
-        let meta = IndexMeta {
-            dim: DIM as u32,
-            fingerprint: e.fingerprint(),
-            chunk_words: 0,
-            overlap_words: 0,
-        };
-        let path = dir.join("t.idx");
-        write_index(&path, &meta, &passages, &vectors).unwrap();
-        Index::open(&path).unwrap()
+        crate::testing::hash_index(dir, CORPUS)
     }
 
     #[test]

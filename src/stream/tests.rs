@@ -4,7 +4,7 @@
 use super::*;
 use crate::embed::HashEmbedder;
 use crate::hybrid::HybridSearcher;
-use crate::index::{Index, IndexMeta, PassageRecord, write_index};
+use crate::index::Index;
 
 const CORPUS: &[(&str, &str)] = &[
     ("timer", "set a timer for ten minutes in the kitchen"),
@@ -16,33 +16,7 @@ const CORPUS: &[(&str, &str)] = &[
 ];
 
 fn index(dir: &std::path::Path) -> Index {
-    let mut e = HashEmbedder;
-    let mut vectors = Vec::new();
-    let passages: Vec<_> = CORPUS
-        .iter()
-        .map(|(id, text)| {
-            let mut v = [0.0; DIM];
-            e.embed_into(text, &mut v).unwrap();
-            vectors.extend_from_slice(&v);
-            PassageRecord {
-                id: (*id).into(),
-                title: String::new(),
-                text: (*text).into(),
-                chunk: 0,
-                word_start: 0,
-                word_end: 0,
-            }
-        })
-        .collect();
-    let meta = IndexMeta {
-        dim: DIM as u32,
-        fingerprint: e.fingerprint(),
-        chunk_words: 0,
-        overlap_words: 0,
-    };
-    let path = dir.join("t.idx");
-    write_index(&path, &meta, &passages, &vectors).unwrap();
-    Index::open(&path).unwrap()
+    crate::testing::hash_index(dir, CORPUS)
 }
 
 fn cfg() -> StreamConfig {
