@@ -21,6 +21,7 @@ mod dialect;
 pub mod fuzz;
 mod lines;
 pub mod protocol;
+pub mod testing;
 pub mod wyoming;
 
 pub use dialect::{Ctx, Dialect, DialectKind, Emit, End, ParseError, detect};

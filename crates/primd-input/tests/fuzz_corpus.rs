@@ -36,13 +36,8 @@ fn protocol_survives_mutations_of_its_seeds() {
         .into_iter()
         .map(|(_, b)| b)
         .collect();
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = primd_input::testing::Rng::new(0x9e37_79b9);
+    let mut next = move || rng.next();
     for _ in 0..3000 {
         let mut data = seeds[next() as usize % seeds.len()].clone();
         for _ in 0..1 + next() % 8 {
