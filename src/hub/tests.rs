@@ -340,6 +340,55 @@ fn a_client_that_never_reads_is_disconnected_and_costs_the_others_nothing() {
 }
 
 #[test]
+fn a_client_flooding_partials_does_not_starve_another() {
+    let mut d = daemon();
+    d.listen();
+    // The flooder writes partials as fast as the socket takes them and never reads.
+    let flood = d.connect();
+    let mut w = flood.writer.try_clone().unwrap();
+    let flooder = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut sent = 0;
+        for i in 0..20_000 {
+            let line = format!(
+                "{{\"session\":\"flood\",\"turn\":1,\"partial\":\"play some jazz {i}\"}}\n"
+            );
+            if w.write_all(line.as_bytes()).is_err() {
+                break;
+            }
+            sent += 1;
+        }
+        sent
+    });
+    let mut b = d.connect();
+    for turn in 1..=20 {
+        b.send(&format!(
+            r#"{{"session":"b","turn":{turn},"partial":"what is the capital"}}"#
+        ));
+        b.send(&format!(
+            r#"{{"session":"b","turn":{turn},"final":"what is the capital of france"}}"#
+        ));
+        let v = b.next_final("b's final while another client floods");
+        assert_eq!(tag(&v), ("b".into(), turn));
+        assert_eq!(v["results"][0]["id"], "paris", "{v}");
+    }
+    assert_eq!(
+        flooder.join().unwrap(),
+        20_000,
+        "the flood was read, not refused"
+    );
+    // Every partial of the flood was taken (newest wins: most superseded unseen), and
+    // the flooding session is still open and answerable.
+    let mut flood = flood;
+    flood.send(r#"{"session":"flood","turn":1,"final":"play some jazz"}"#);
+    let v = flood.next_final("the flooder's own final");
+    assert_eq!(tag(&v), ("flood".into(), 1));
+    let s = b.command(r#"{"cmd":"stats"}"#)["stats"].clone();
+    assert_eq!(s["utterances"], 21, "{s}");
+    d.stop();
+}
+
+#[test]
 fn a_client_that_disconnects_mid_turn_abandons_it() {
     let mut d = daemon();
     d.listen();
