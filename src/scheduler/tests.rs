@@ -155,6 +155,22 @@ impl Sim {
     }
 }
 
+/// A simulated wait for the next arrival at `t`: when the deadline comes first, the
+/// clock moves to it and the wait times out (true); else the clock moves to `t`.
+fn arrives_after(clock: &Clock, deadline: Option<Seconds>, t: f64) -> bool {
+    let mut c = clock.borrow_mut();
+    match deadline {
+        Some(d) if d < Seconds(t) => {
+            *c = d.0;
+            true
+        }
+        _ => {
+            *c = c.max(t);
+            false
+        }
+    }
+}
+
 fn p(t: f64, text: &'static str) -> (f64, EventKind, &'static str) {
     (t, EventKind::Partial, text)
 }
@@ -199,18 +215,10 @@ impl Driver<Fake> for Sim {
             *self.clock.borrow_mut() = b;
             return Next::Boundary;
         }
-        match deadline {
-            Some(d) if d < Seconds(t) => {
-                *self.clock.borrow_mut() = d.0;
-                Next::Timeout
-            }
-            _ => {
-                let mut c = self.clock.borrow_mut();
-                *c = c.max(t);
-                drop(c);
-                self.take()
-            }
+        if arrives_after(&self.clock, deadline, t) {
+            return Next::Timeout;
         }
+        self.take()
     }
 
     fn tick(&mut self) {
@@ -533,18 +541,10 @@ impl Driver<Fake> for Lanes {
         let Some(&(t, ..)) = self.ops.last() else {
             return Next::End;
         };
-        match deadline {
-            Some(d) if d < Seconds(t) => {
-                *self.clock.borrow_mut() = d.0;
-                Next::Timeout
-            }
-            _ => {
-                let mut c = self.clock.borrow_mut();
-                *c = c.max(t);
-                drop(c);
-                self.take()
-            }
+        if arrives_after(&self.clock, deadline, t) {
+            return Next::Timeout;
         }
+        self.take()
     }
 
     fn observed(
