@@ -16,6 +16,12 @@ DEMO_INDEX = os.path.join(ROOT, "tests", "data", "demo-x86.idx")
 MODEL = os.path.join(ROOT, "models")
 
 
+def grow(text):
+    """The growing hypotheses a recognizer prints for `text` (all but the whole)."""
+    words = text.split()
+    return [" ".join(words[:n]) for n in range(1, len(words))]
+
+
 def primd_bin():
     path = os.environ.get("PRIMD_BIN") or os.path.join(
         os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "debug", "primd")

@@ -5,7 +5,7 @@ question go in; the passage of the right document comes out in the LLM's context
 import asyncio
 import unittest
 
-from primd_server import Primd
+from primd_server import Primd, grow
 
 try:
     from pipecat.frames.frames import InterimTranscriptionFrame, TranscriptionFrame
@@ -32,11 +32,6 @@ QUESTION = "Is there somewhere I can leave my coat and, uh, my backpack?"
 TITLE = "[Lockers and cloakroom]"
 
 
-def growing(text):
-    words = text.split()
-    return [" ".join(words[:n]) for n in range(1, len(words))]
-
-
 class Live(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -50,7 +45,7 @@ class Live(unittest.TestCase):
     def test_pipecat_processor(self):
         context = LLMContext(messages=[{"role": "system", "content": "You are the museum's guide."}])
         proc = PrimdRetrieval(self.primd.address, session="pipecat-live", timeout=60)
-        frames = [InterimTranscriptionFrame(text=t, user_id="v", timestamp="") for t in growing(QUESTION)]
+        frames = [InterimTranscriptionFrame(text=t, user_id="v", timestamp="") for t in grow(QUESTION)]
         frames.append(TranscriptionFrame(text=QUESTION, user_id="v", timestamp=""))
         asyncio.run(run_test(Pipeline([proc, LLMUserAggregator(context)]), frames_to_send=frames))
         roles = [(m["role"], is_primd_message(m)) for m in context.messages]
@@ -66,7 +61,7 @@ class Live(unittest.TestCase):
             hook = PrimdTurnHook(self.primd.address, session="livekit-live", timeout=60)
             session = AgentSession()
             hook.attach(session)
-            for t in growing(QUESTION):
+            for t in grow(QUESTION):
                 session.emit("user_input_transcribed", UserInputTranscribedEvent(transcript=t, is_final=False))
             session.emit("user_input_transcribed", UserInputTranscribedEvent(transcript=QUESTION, is_final=True))
             turn_ctx = ChatContext.empty()

@@ -15,7 +15,7 @@ from primd_client import (
     Timeout,
     TurnAbandoned,
 )
-from primd_server import Primd
+from primd_server import Primd, grow
 
 DOG = "Can I bring my dog inside the museum?"
 TICKET = "How much is a ticket for a child?"
@@ -24,12 +24,6 @@ PLANETARIUM = "What time does the planetarium show start?"
 
 def top_id(result):
     return result["results"][0]["id"]
-
-
-def grow(text):
-    """The growing hypotheses of a recognizer for `text`."""
-    words = text.split()
-    return [" ".join(words[:n]) for n in range(1, len(words))]
 
 
 class SharedDaemon(unittest.TestCase):
