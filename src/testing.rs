@@ -74,7 +74,7 @@ pub fn hash_index(dir: &std::path::Path, corpus: &[(&str, &str)]) -> crate::inde
                 text: (*text).into(),
                 chunk: 0,
                 word_start: 0,
-                word_end: 0,
+                word_end: text.split_whitespace().count() as u32,
             }
         })
         .collect();

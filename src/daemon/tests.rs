@@ -657,19 +657,7 @@ fn a_closed_output_stops_the_daemon_with_its_input_open() {
 fn the_daemon_runs_a_learned_trigger_from_its_model_file() {
     let dir = tempfile::tempdir().unwrap();
     let index = index(dir.path());
-    // NEW_QUERY once two words are new since the last query (a model by hand).
-    let model = crate::stream::trigger::TriggerModel::new(
-        &["new_words"],
-        &[0.0],
-        &[1.0],
-        &[4.0],
-        -6.0,
-        (0.5, 0.5),
-        &index.meta().fingerprint,
-        None,
-        Default::default(),
-    )
-    .unwrap();
+    let model = crate::stream::tests::two_new_words_model(&index);
     let path = dir.path().join("trigger.json");
     model.save(&path).unwrap();
     let mut c = cfg(

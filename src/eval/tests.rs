@@ -14,9 +14,9 @@ use super::prefix::{self, PrefixRecord};
 use super::progress::Progress;
 use super::streams::{self, replay_one};
 use crate::config::{self, Layer1, RunConfig};
-use crate::embed::{DIM, Embed, HashEmbedder};
+use crate::embed::{Embed, HashEmbedder};
 use crate::hybrid::HybridSearcher;
-use crate::index::{Index, IndexMeta, PassageRecord, write_index};
+use crate::index::Index;
 use crate::stream::normalize::Normalizer;
 use crate::stream::{FinalPath, StreamingRetriever};
 
@@ -34,30 +34,7 @@ const PASSAGES: &[(&str, &str)] = &[
 ];
 
 fn build_index(dir: &Path) -> Index {
-    let mut e = HashEmbedder;
-    let (mut passages, mut vectors) = (Vec::new(), Vec::new());
-    for (id, text) in PASSAGES {
-        let mut v = [0.0; DIM];
-        e.embed_into(text, &mut v).unwrap();
-        vectors.extend_from_slice(&v);
-        passages.push(PassageRecord {
-            id: id.to_string(),
-            title: String::new(),
-            text: text.to_string(),
-            chunk: 0,
-            word_start: 0,
-            word_end: text.split(' ').count() as u32,
-        });
-    }
-    let meta = IndexMeta {
-        dim: DIM as u32,
-        fingerprint: e.fingerprint(),
-        chunk_words: 0,
-        overlap_words: 0,
-    };
-    let path = dir.join("hand.idx");
-    write_index(&path, &meta, &passages, &vectors).unwrap();
-    Index::open(&path).unwrap()
+    crate::testing::hash_index(dir, PASSAGES)
 }
 
 fn qrels(pairs: &[(&str, &str)]) -> Qrels {

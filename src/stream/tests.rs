@@ -688,7 +688,7 @@ pub(crate) mod alloc_count {
 }
 
 /// A learned trigger by hand: NEW_QUERY once two words are new since the last query.
-fn two_new_words_model(index: &Index) -> std::sync::Arc<trigger::TriggerModel> {
+pub(crate) fn two_new_words_model(index: &Index) -> std::sync::Arc<trigger::TriggerModel> {
     let m = trigger::TriggerModel::new(
         &["new_words"],
         &[0.0],
