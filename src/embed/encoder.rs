@@ -12,8 +12,9 @@
 //! tract's executor, but every fusion then needs a pattern matcher over the exporter's
 //! spelling (LayerNorm alone is `ReduceMean/Sub/Mul/ReduceMean/Add/Sqrt/Div/Mul/Add`)
 //! and tract would still allocate each node's output; a ~300-line forward pass is
-//! smaller than those matchers and leaves no glue at all. tract stays what loads and
-//! decodes the ONNX file (its protobuf types and tensor decoding) and runs the fp32 model.
+//! smaller than those matchers and leaves no glue at all. The weights are read by
+//! [`super::onnx`] (one copy, straight into their final buffers); tract runs the fp32
+//! model, and the int8 graph too where a test compares this pass with it.
 //!
 //! One layer, `x` being the `S × 384` hidden states:
 //! 1. `qkv = x · [Wq; Wk; Wv]ᵀ + b` — one int8 GEMM (1152 channels) instead of three;
@@ -35,9 +36,7 @@
 
 use std::path::Path;
 
-use tract_onnx::pb::{ModelProto, TensorProto};
-use tract_onnx::prelude::*;
-
+use super::onnx::{self, OnnxFile};
 use super::{DIM, EmbedError};
 use crate::qgemm::{self, Epilogue, PackedWeights, Parallel};
 
@@ -94,12 +93,11 @@ impl Scratch {
     }
 }
 
-/// The initializers of the ONNX file, taken out one by one as they are converted (so the
-/// raw bytes and our packed copy are never both held for the whole model).
+/// The initializers of the ONNX file, each read from the file straight into the buffer
+/// that keeps it (see [`super::onnx`]: the file is never held in memory whole).
 struct Initializers {
     path: std::path::PathBuf,
-    by_name: std::collections::HashMap<String, TensorProto>,
-    onnx: tract_onnx::Onnx,
+    file: OnnxFile,
 }
 
 impl Initializers {
@@ -110,42 +108,44 @@ impl Initializers {
         }
     }
 
-    fn take(&mut self, name: &str, shape: &[usize]) -> Result<Tensor, EmbedError> {
-        let proto = self.by_name.remove(name).ok_or_else(|| {
+    /// The bytes of initializer `name`, which must have `shape` and element type `dt`.
+    fn take(&mut self, name: &str, shape: &[usize], dt: i32) -> Result<Vec<u8>, EmbedError> {
+        let init = self.file.initializers.remove(name).ok_or_else(|| {
             self.fail(format!(
                 "no initializer {name:?}: not the int8 MiniLM-L6 graph models/fetch writes"
             ))
         })?;
-        let t = tract_onnx::tensor::load_tensor(&*self.onnx.provider, &proto, None)
-            .map_err(|e| self.fail(format!("{name}: {e:#}")))?;
-        if t.shape() != shape {
-            return Err(self.fail(format!("{name} is {:?}, expected {shape:?}", t.shape())));
+        if init.dims != shape || init.data_type != dt {
+            return Err(self.fail(format!(
+                "{name} is {:?} of type {}, expected {shape:?} of type {dt}",
+                init.dims, init.data_type
+            )));
         }
-        Ok(t)
+        self.file
+            .read(&init)
+            .map_err(|e| self.fail(format!("{name}: {e}")))
     }
 
     /// First dimension of an initializer (0 when absent: `take` then names it).
     fn rows(&self, name: &str) -> usize {
-        let d = self.by_name.get(name).and_then(|t| t.dims.first().copied());
-        d.unwrap_or(0).max(0) as usize
+        let d = self
+            .file
+            .initializers
+            .get(name)
+            .and_then(|t| t.dims.first().copied());
+        d.unwrap_or(0)
     }
 
     fn f32s(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, EmbedError> {
-        let t = self.take(name, shape)?;
-        let v = t
-            .try_as_plain_ram()
-            .and_then(|v| Ok(v.as_slice::<f32>()?.to_vec()))
-            .map_err(|e| self.fail(format!("{name}: {e:#}")))?;
-        Ok(v)
+        let bytes = self.take(name, shape, onnx::FLOAT)?;
+        let f = |b: &[u8]| f32::from_le_bytes(b.try_into().expect("4 bytes"));
+        Ok(bytes.chunks_exact(4).map(f).collect())
     }
 
     fn i8s(&mut self, name: &str, shape: &[usize]) -> Result<Vec<i8>, EmbedError> {
-        let t = self.take(name, shape)?;
-        let v = t
-            .try_as_plain_ram()
-            .and_then(|v| Ok(v.as_slice::<i8>()?.to_vec()))
-            .map_err(|e| self.fail(format!("{name}: {e:#}")))?;
-        Ok(v)
+        let bytes = self.take(name, shape, onnx::INT8)?;
+        // Same size and alignment: the collect reuses the buffer (no second copy).
+        Ok(bytes.into_iter().map(|b| b as i8).collect())
     }
 
     fn norm(&mut self, prefix: &str) -> Result<Norm, EmbedError> {
@@ -183,22 +183,11 @@ impl Int8Encoder {
             path: path.into(),
             reason,
         };
-        let onnx = tract_onnx::onnx();
-        let proto: ModelProto = onnx
-            .proto_model_for_path(path)
-            .map_err(|e| fail(format!("{e:#}")))?;
-        let graph = proto
-            .graph
-            .ok_or_else(|| fail("the file has no graph".into()))?;
-        check_graph(&graph.node).map_err(fail)?;
+        let file = OnnxFile::open(path).map_err(fail)?;
+        check_graph(&file.nodes).map_err(fail)?;
         let mut init = Initializers {
             path: path.into(),
-            by_name: graph
-                .initializer
-                .into_iter()
-                .map(|t| (t.name.clone(), t))
-                .collect(),
-            onnx,
+            file,
         };
         let eps = init.f32s("ln_eps", &[])?;
         let scale = init.f32s("attn_scale", &[])?;
@@ -356,7 +345,7 @@ impl Int8Encoder {
 
 /// The node kinds `models/fetch` writes, with their counts in the int8 graph: a file with
 /// other nodes computes something this pass does not, and is refused.
-fn check_graph(nodes: &[tract_onnx::pb::NodeProto]) -> Result<(), String> {
+fn check_graph(nodes: &[onnx::Node]) -> Result<(), String> {
     let count = |op: &str| nodes.iter().filter(|n| n.op_type == op).count();
     let want = [
         (super::int8::OP_TYPE, LAYERS * 6),

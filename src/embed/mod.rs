@@ -17,6 +17,7 @@ mod error;
 mod fake;
 mod int8;
 mod model;
+mod onnx;
 mod pool;
 mod threads;
 mod tokenize;
