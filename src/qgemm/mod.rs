@@ -559,8 +559,11 @@ macro_rules! gemm_driver {
             let panel = &w.data[p * kp * NR..][..kp * NR];
             let c0 = p * NR;
             let cols = NR.min(n - c0);
-            let scale = &w.scale[c0..c0 + NR];
-            let bias = &w.bias[c0..c0 + NR];
+            // Fixed-size views: indexing them needs no bounds check, so the per-channel
+            // epilogue below vectorises (with `w.col_sum[c0 + c]` it stayed scalar).
+            let arr = |v: &[f32]| -> [f32; NR] { v[c0..c0 + NR].try_into().expect("NR wide") };
+            let (scale, bias) = (arr(&w.scale), arr(&w.bias));
+            let col_sum: [i32; NR] = w.col_sum[c0..c0 + NR].try_into().expect("NR wide");
             let mut r0 = 0;
             while r0 < a.m {
                 let rows = ($mr).min(a.m - r0);
@@ -593,7 +596,7 @@ macro_rules! gemm_driver {
                 for (r, (acc_r, y)) in acc.iter().zip(ys.iter_mut()).enumerate().take(rows) {
                     let (sa, z) = (a.scale[r0 + r], $shift * 128 + a.zero[r0 + r]);
                     for c in 0..NR {
-                        let exact = acc_r[c].wrapping_sub(z.wrapping_mul(w.col_sum[c0 + c]));
+                        let exact = acc_r[c].wrapping_sub(z.wrapping_mul(col_sum[c]));
                         y[c] = (exact as f32) * (sa * scale[c]) + bias[c];
                     }
                     if let super::Epilogue::BiasResidual(res) = ep {
