@@ -134,14 +134,13 @@ def criterion_median_ms(group, bench, n):
     return est["median"]["point_estimate"] / 1e6
 
 
-def peak_rss_primd(int8):
+def peak_rss_primd(int8, primd):
     """Load time (from primd's log) and peak RSS of `primd embed` after load + one embed."""
-    primd = os.path.join(TARGET, "release", "primd")
     env = dict(os.environ, RUST_LOG="primd=info")
     # GNU time reports the peak RSS of exactly this child (getrusage(RUSAGE_CHILDREN)
     # would report the largest child so far, e.g. rustc).
     cmd = ["/usr/bin/time", "-f", "maxrss_kib %M", primd, "embed", "--model", MODEL_DIR]
-    p = subprocess.run(cmd + (["--int8"] if int8 else []) + ["hello world"],
+    p = subprocess.run(cmd + (["--int8"] if int8 else ["--fp32"]) + ["hello world"],
                        capture_output=True, text=True, env=env, check=True)
     rss = next(int(l.split()[1]) for l in p.stderr.splitlines()
                if l.startswith("maxrss_kib")) / 1024
@@ -166,13 +165,27 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--skip-cargo", action="store_true",
                     help="reuse the last criterion results instead of running cargo bench")
+    ap.add_argument("--dev-opt3", action="store_true",
+                    help="build the bench and primd in the dev profile with primd at "
+                    "opt-level 3 (deps are opt-level 3 there already): minutes instead of "
+                    "a cold bench-profile build of tract; no LTO, so slightly slower")
     args = ap.parse_args()
+    cargo_profile = ["--profile", "bench"]
+    primd_bin = os.path.join(TARGET, "release", "primd")
+    if args.dev_opt3:
+        cargo_profile = ["--profile", "dev"] + [
+            a for kv in ("opt-level=3", "debug-assertions=false", "overflow-checks=false")
+            for a in ("--config", f"profile.dev.package.primd.{kv}")]
+        primd_bin = os.path.join(TARGET, "debug", "primd")
     for kind in ORT_MODELS:
         ort_model_path(kind)  # quantize before anything is timed
     if not args.skip_cargo:
-        subprocess.run(["cargo", "bench", "--bench", "embed"], cwd=ROOT, check=True)
+        # `cargo bench` alone uses the bench profile.
+        bench_profile = cargo_profile if args.dev_opt3 else []
+        subprocess.run(["cargo", "bench"] + bench_profile + ["--bench", "embed"], cwd=ROOT,
+                       check=True)
         # The bench profile (release, thin LTO) writes target/release/primd too.
-        subprocess.run(["cargo", "build", "--profile", "bench", "--bin", "primd"], cwd=ROOT,
+        subprocess.run(["cargo", "build"] + cargo_profile + ["--bin", "primd"], cwd=ROOT,
                        check=True)
     texts = texts_by_length(tokenizer())
     ort = {kind: bench_ort(texts, kind=kind) for kind in ORT_MODELS}
@@ -204,7 +217,7 @@ def main():
     print("| --- | --- | --- | --- |")
     for int8, name, file in ((False, "primd fp32", "model.onnx"),
                              (True, "primd int8", "model-int8.onnx")):
-        load_ms, rss = peak_rss_primd(int8)
+        load_ms, rss = peak_rss_primd(int8, primd_bin)
         size = os.path.getsize(os.path.join(MODEL_DIR, file)) / 1e6
         print(f"| {name} | {load_ms:.0f} | {rss:.0f} | {size:.1f} |")
     for kind in ORT_MODELS:
