@@ -308,12 +308,28 @@ pub(crate) fn unpack(src: &[u8], width: u32, out: &mut [u32]) {
 
 /// [`unpack`] for one width, so the shifts and masks are constants the compiler unrolls.
 /// `bytes` holds at least `packed_len(out.len(), W) + 8` bytes (checked by the caller;
-/// a shorter slice would only yield zeros, never a panic).
+/// a shorter slice would only yield zeros, never a panic). Eight values of `W` bits are
+/// exactly `W` bytes, so values go by groups of eight: one bounds check per group, and
+/// every load offset and shift inside it a constant (a check and an `Option` per value
+/// kept this loop at ~16 % of a query).
 #[inline(always)]
 fn unpack_w<const W: usize>(bytes: &[u8], out: &mut [u32]) {
     let mask = (1u64 << W) - 1;
-    for (i, v) in out.iter_mut().enumerate() {
-        let bit = i * W;
+    let done = out.len() / 8 * 8;
+    let mut groups = out.chunks_exact_mut(8);
+    for (g, vals) in (&mut groups).enumerate() {
+        let Some(src) = bytes.get(g * W..).and_then(|b| b.get(..W + 8)) else {
+            vals.fill(0);
+            continue;
+        };
+        for (j, v) in vals.iter_mut().enumerate() {
+            let bit = j * W;
+            let word = u64::from_le_bytes(src[bit / 8..bit / 8 + 8].try_into().expect("8"));
+            *v = ((word >> (bit % 8)) & mask) as u32;
+        }
+    }
+    for (i, v) in groups.into_remainder().iter_mut().enumerate() {
+        let bit = (done + i) * W;
         let word = bytes
             .get(bit / 8..)
             .and_then(|b| b.first_chunk::<8>())

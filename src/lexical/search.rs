@@ -103,7 +103,6 @@ pub struct LexicalSearcher {
     /// Term-at-a-time accumulators, one per document, all zero between searches.
     acc: Vec<f32>,
     seen: Vec<bool>,
-    touched: Vec<u32>,
     top: TopScores,
     stats: SearchStats,
 }
@@ -130,7 +129,6 @@ impl LexicalSearcher {
             self.cursors.capacity(),
             self.acc.capacity(),
             self.seen.capacity(),
-            self.touched.capacity(),
             self.top.heap.capacity(),
         ]);
         c
@@ -265,34 +263,33 @@ impl LexicalSearcher {
             self.acc.resize(n, 0.0);
             self.seen.resize(n, false);
         }
-        self.touched.clear();
         let scorer = *lex.scorer();
         let mut p = Postings::new();
+        let (acc, seen) = (&mut self.acc[..n], &mut self.seen[..n]);
         for q in &self.terms {
             let Some(t) = lex.term(q.ord) else { continue };
             p.reset(&t, n);
-            let (acc, seen, touched) = (&mut self.acc, &mut self.seen, &mut self.touched);
             p.for_each_below(END, |d, tf| {
                 let norm = scorer.norm(lex.doc_len(d));
                 let s = q.weight * scorer.score(q.idf, tf, norm);
                 // `d < n` by the cursor's contract; `get_mut` keeps a slip from panicking.
+                // No branch on "first time": the documents are collected by one pass
+                // over `seen` below (a list of touched documents cost a branch and a
+                // push per posting, more than that pass on a one-window corpus).
                 let d = d as usize;
                 if let (Some(a), Some(seen)) = (acc.get_mut(d), seen.get_mut(d)) {
-                    if !*seen {
-                        *seen = true;
-                        touched.push(d as u32);
-                    }
+                    *seen = true;
                     *a += s;
                 }
             });
         }
         self.stats.scored = self.stats.postings;
         self.top.reset(k.min(out.capacity()));
-        for &d in &self.touched {
-            let d = d as usize;
-            self.top.push(self.acc[d], d as u32);
-            self.acc[d] = 0.0;
-            self.seen[d] = false;
+        for (d, (a, seen)) in acc.iter_mut().zip(seen.iter_mut()).enumerate() {
+            if *seen {
+                self.top.push(*a, d as u32);
+                (*a, *seen) = (0.0, false);
+            }
         }
         self.top.drain_into(out);
     }
