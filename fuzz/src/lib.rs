@@ -1,4 +1,5 @@
-//! primd's index reader for the `index_open` target, compiled from primd's own sources.
+//! primd's index reader for the `index_open` target and the int8 model's ONNX reader for
+//! the `onnx` target, compiled from primd's own sources.
 //!
 //! The dialect parsers are a crate of their own (`primd-input`), a plain dependency. The
 //! index reader is not: it lives in the `primd` crate, which pulls in tract and
@@ -6,7 +7,7 @@
 //! small shared machine. So this crate includes `src/index` (with its live, swappable
 //! handle and `src/notify.rs`, which that uses), `src/lexical`, `src/scan` and
 //! `src/hits.rs` by path (with the one function of `src/stream` the lexical analyzer
-//! uses): the same files `cargo build` compiles. CI builds this crate (`.ci/run`), so a
+//! uses), and `src/embed/onnx.rs`: the same files `cargo build` compiles. CI builds this crate (`.ci/run`), so a
 //! change there that breaks it fails CI.
 #![allow(dead_code, unused_imports)]
 
@@ -21,6 +22,11 @@ pub mod scan;
 
 #[path = "../../src/hits.rs"]
 pub mod hits;
+
+/// The int8 model's ONNX reader (`src/embed/onnx.rs`, std only), alone: the rest of
+/// `src/embed` needs tract and tokenizers.
+#[path = "../../src/embed/onnx.rs"]
+pub mod onnx;
 
 #[path = "../../src/notify.rs"]
 pub mod notify;

@@ -28,6 +28,9 @@ pub use model::{
     Embedder, EmbedderOptions, MODEL_FILE, MODEL_INT8_FILE, TOKENIZER_FILE, model_file,
     precision_of,
 };
+/// The `onnx` fuzz target's body (not an API).
+#[doc(hidden)]
+pub use onnx::fuzz_bytes as fuzz_onnx_bytes;
 pub use pool::{cosine, l2_normalize};
 
 /// Width of a MiniLM-L6 sentence embedding.

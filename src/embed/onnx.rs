@@ -331,6 +331,29 @@ fn read_tensor<F: Read + Seek>(
     Ok((name, init))
 }
 
+/// The `onnx` fuzz target's body (`fuzz/`; `cargo test` runs its saved corpus through
+/// it too): parse `data` as a model file, read every initializer it accepted, and check
+/// that whatever was accepted is consistent with the file.
+#[doc(hidden)]
+pub fn fuzz_bytes(data: &[u8]) {
+    let Ok(mut f) = OnnxFile::parse(std::io::Cursor::new(data), data.len() as u64) else {
+        return;
+    };
+    let inits: Vec<Initializer> = f.initializers.values().cloned().collect();
+    for init in inits {
+        assert!(
+            init.at + init.len <= data.len() as u64,
+            "data past the file's end"
+        );
+        assert!(init.dims.len() <= MAX_DIMS);
+        let bytes = f
+            .read(&init)
+            .expect("an accepted tensor's bytes are in the file");
+        assert_eq!(bytes.len() as u64, init.len);
+    }
+    assert!(f.nodes.len() <= MAX_RECORDS && f.initializers.len() <= MAX_RECORDS);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -478,6 +501,38 @@ mod tests {
         let mut m = Vec::new();
         field_len(7, &g, &mut m);
         assert!(parse(&m).err().unwrap().contains("more than 100000"));
+    }
+
+    #[test]
+    fn a_model_written_by_the_onnx_package_reads_back() {
+        // fuzz/seeds/onnx/*.onnx were written by the `onnx` Python package (1.23), the
+        // encoder `models/fetch` uses: its scalar in float_data, int64 dims, raw_data.
+        let seed = include_bytes!("../../fuzz/seeds/onnx/tiny-int8-linear.onnx");
+        let mut f = parse(seed).unwrap();
+        let ops: Vec<&str> = f.nodes.iter().map(|n| n.op_type.as_str()).collect();
+        assert_eq!(ops, ["PrimdInt8Linear", "Erf", "Add"]);
+        let w = f.initializers["lin.weight"].clone();
+        assert_eq!((w.dims.as_slice(), w.data_type), (&[4usize, 4][..], INT8));
+        let want: Vec<u8> = (-8i8..8).map(|v| v as u8).collect();
+        assert_eq!(f.read(&w).unwrap(), want);
+        let eps = f.initializers["ln_eps"].clone();
+        assert_eq!(
+            (eps.dims.len(), f.read(&eps).unwrap()),
+            (0, 1e-12f32.to_le_bytes().to_vec())
+        );
+        let bias = f.initializers["lin.bias"].clone();
+        let b: Vec<f32> = f
+            .read(&bias)
+            .unwrap()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(b, [0.0, 1.0, -1.0, 3.5]);
+        assert_eq!(f.initializers.len(), 5);
+        let ext = include_bytes!("../../fuzz/seeds/onnx/external-data.onnx");
+        assert!(parse(ext).err().unwrap().contains("external"));
+        let bad = include_bytes!("../../fuzz/seeds/onnx/dims-mismatch.onnx");
+        assert!(parse(bad).err().unwrap().contains("\"bad\""));
     }
 
     #[test]

@@ -91,7 +91,18 @@ pub fn protocol(data: &[u8]) {
 /// (`fuzz/seeds/<target>/`, which must not be empty) and every crash regression
 /// (`fuzz/regressions/<target>/`), for tests that run them through the target's body.
 pub fn saved_inputs(target: &str) -> Vec<(std::path::PathBuf, Vec<u8>)> {
-    let fuzz = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
+    // The package whose tests run, as cargo says at run time (this crate, or primd at the
+    // root; `fuzz/` is at the repository root above either). Not only `env!`: cargo
+    // reuses this library's build across checkouts that share a target folder, and the
+    // compile-time path would then name the other checkout.
+    let here = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+    let fuzz = here
+        .ancestors()
+        .map(|d| d.join("fuzz"))
+        .find(|f| f.join("seeds").is_dir())
+        .unwrap_or_else(|| panic!("no fuzz/seeds in or above {here:?}"));
     let mut inputs = Vec::new();
     for kind in ["seeds", "regressions"] {
         let dir = fuzz.join(kind).join(target);
