@@ -322,7 +322,13 @@ fn read_tensor<F: Read + Seek>(
         .dims
         .iter()
         .try_fold(1u64, |n, &d| n.checked_mul(d as u64));
-    if width > 0 && (!has_data || count.and_then(|c| c.checked_mul(width)) != Some(init.len)) {
+    if width > 0 && !has_data {
+        return Err(format!(
+            "initializer {name:?} keeps its values in a typed field other than raw_data \
+             (or has none): re-run models/fetch, whose files primd reads"
+        ));
+    }
+    if width > 0 && count.and_then(|c| c.checked_mul(width)) != Some(init.len) {
         return Err(format!(
             "initializer {name:?}: dims {:?} but {} bytes of data",
             init.dims, init.len
