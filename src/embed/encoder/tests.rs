@@ -181,3 +181,34 @@ fn a_batch_gives_each_text_the_vector_it_gets_alone() {
         assert_eq!(again[..], batch[..2]);
     }
 }
+
+/// "No allocation per partial": once warm, embedding an English partial (tokenizer,
+/// int8 encoder, pooling) allocates nothing on this thread (the counting allocator of
+/// the stream tests).
+#[test]
+fn a_warm_embed_of_an_english_partial_allocates_nothing() {
+    use crate::stream::tests::alloc_count;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    assert!(
+        dir.join(crate::embed::MODEL_INT8_FILE).is_file(),
+        "{dir:?}: run models/fetch first"
+    );
+    let opts = EmbedderOptions {
+        precision: Precision::Int8,
+        threads: 1,
+    };
+    let mut e = Embedder::load(&dir, &opts).unwrap();
+    let mut out = [0.0f32; DIM];
+    let longest = "what is the name of the river that flows through the capital city of France";
+    e.embed_into(longest, &mut out).unwrap(); // warm-up: buffers grow to this length
+    for partial in [
+        "what is",
+        "what is the name of the river",
+        "What's the river, e.g. Seine?",
+    ] {
+        let before = alloc_count::count();
+        e.embed_into(partial, &mut out).unwrap();
+        let n = alloc_count::count() - before;
+        assert_eq!(n, 0, "{n} allocations embedding {partial:?}");
+    }
+}
