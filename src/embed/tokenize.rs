@@ -86,11 +86,21 @@ impl WordPiece {
     }
 
     fn crate_ids(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
+        let mut ids = Vec::new();
+        self.crate_encode_into(text, &mut ids)?;
+        Ok(ids)
+    }
+
+    /// The crate's `encode_fast`: the same ids as `encode`, without the offsets, which
+    /// nothing here reads.
+    fn crate_encode_into(&self, text: &str, ids: &mut Vec<u32>) -> Result<(), EmbedError> {
         let enc = self
             .inner
             .encode_fast(text, true)
             .map_err(|e| EmbedError::Tokenize(e.to_string()))?;
-        Ok(enc.get_ids().to_vec())
+        ids.clear();
+        ids.extend_from_slice(enc.get_ids());
+        Ok(())
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -104,20 +114,12 @@ impl WordPiece {
 
     /// Token ids of `text` with `[CLS]` and `[SEP]`, written into `ids` (cleared first).
     /// ASCII text: the fast path (no allocation once `ids` has grown); otherwise the
-    /// crate's `encode_fast`, the same ids without offsets, which nothing here reads.
+    /// crate.
     pub(crate) fn encode_into(&self, text: &str, ids: &mut Vec<u32>) -> Result<(), EmbedError> {
-        if let Some(fast) = &self.fast
-            && fast.encode_into(text, ids)
-        {
-            return Ok(());
+        match &self.fast {
+            Some(fast) if fast.encode_into(text, ids) => Ok(()),
+            _ => self.crate_encode_into(text, ids),
         }
-        let enc = self
-            .inner
-            .encode_fast(text, true)
-            .map_err(|e| EmbedError::Tokenize(e.to_string()))?;
-        ids.clear();
-        ids.extend_from_slice(enc.get_ids());
-        Ok(())
     }
 }
 
