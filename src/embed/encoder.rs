@@ -44,6 +44,9 @@ const LAYERS: usize = 6;
 const HEADS: usize = 12;
 const HEAD_DIM: usize = DIM / HEADS;
 const FFN: usize = 4 * DIM;
+/// Keys per block of attention scores kept in registers (16 floats: 4 SSE / NEON
+/// vectors); a head's transposed keys are padded to a multiple of it.
+const KEY_BLOCK: usize = 16;
 /// BERT's LayerNorm epsilon; the graph's `ln_eps` initializer is checked against it.
 const LN_EPS: f32 = 1e-12;
 
@@ -293,7 +296,7 @@ impl Int8Encoder {
         grow(&mut s.ctx, n * DIM);
         grow(&mut s.h, n * FFN);
         grow(&mut s.scores, max_len);
-        grow(&mut s.keys, HEAD_DIM * max_len.div_ceil(16) * 16);
+        grow(&mut s.keys, keys_len(max_len));
         let mut start = 0;
         for &len in lens {
             let rows = start..start + len;
@@ -405,14 +408,13 @@ fn layer_norm(x: &mut [f32], norm: &Norm) {
 /// (`3 × 384`, head `h` at `32h..32h + 32` in each); `ctx` receives per token the 12 heads'
 /// outputs side by side (`n × 384`), the layout the output projection reads. `scores`
 /// holds one query row's `n` scores at a time (softmax in place); `kt` (at least
-/// `32 × n` rounded up to 16) one head's keys transposed, so a query row's scores are 32 multiply-adds
+/// [`keys_len`]`(n)`) one head's keys transposed, so a query row's scores are 32 multiply-adds
 /// over contiguous rows of `n` — vector work with no horizontal sum per key (one dot
 /// product per query and key, each ending in a horizontal sum, was half the attention's
 /// time at 20 tokens).
 fn attention(qkv: &[f32], n: usize, scores: &mut [f32], kt: &mut [f32], ctx: &mut [f32]) {
     const STRIDE: usize = 3 * DIM;
-    /// Keys per block of scores kept in registers (16 floats: 4 SSE / NEON vectors).
-    const KB: usize = 16;
+    const KB: usize = KEY_BLOCK;
     let np = n.div_ceil(KB) * KB;
     let scale = 1.0 / (HEAD_DIM as f32).sqrt();
     let scores = &mut scores[..n];
@@ -464,6 +466,11 @@ fn attention(qkv: &[f32], n: usize, scores: &mut [f32], kt: &mut [f32], ctx: &mu
             }
         }
     }
+}
+
+/// Floats of the transposed-keys buffer [`attention`] needs for `n` tokens.
+fn keys_len(n: usize) -> usize {
+    HEAD_DIM * n.div_ceil(KEY_BLOCK) * KEY_BLOCK
 }
 
 /// Maximum with 8 running maxima (NaN-free inputs: scores of finite activations).

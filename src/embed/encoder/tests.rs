@@ -40,7 +40,7 @@ fn fused_attention_equals_the_per_head_reference() {
     let mut rng = Rng::new(7);
     for n in [1usize, 2, 5, 20, 33] {
         let qkv = rng.f32s(n * 3 * DIM, 4.0);
-        let (mut scores, mut keys) = (vec![0.0; n], vec![f32::NAN; HEAD_DIM * n.div_ceil(16) * 16]);
+        let (mut scores, mut keys) = (vec![0.0; n], vec![f32::NAN; keys_len(n)]);
         let mut ctx = vec![f32::NAN; n * DIM];
         attention(&qkv, n, &mut scores, &mut keys, &mut ctx);
         let want = attention_reference(&qkv, n);
