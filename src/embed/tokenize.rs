@@ -230,15 +230,14 @@ impl AsciiWordPiece {
     /// would have had, or `[UNK]`).
     fn word_pieces(&self, word: &[u8], too_long: bool, ids: &mut Vec<u32>) {
         let at = ids.len();
-        if !too_long {
+        // ASCII bytes: the word is a str once, and every byte offset a char boundary.
+        if let (false, Ok(word)) = (too_long, std::str::from_utf8(word)) {
             let mut start = 0;
             while start < word.len() {
                 let map = if start == 0 { &self.first } else { &self.rest };
-                let found = (start + 1..=word.len()).rev().find_map(|end| {
-                    // ASCII bytes: every slice is a str.
-                    let piece = std::str::from_utf8(&word[start..end]).ok()?;
-                    map.get(piece).map(|&id| (id, end))
-                });
+                let found = (start + 1..=word.len())
+                    .rev()
+                    .find_map(|end| map.get(&word[start..end]).map(|&id| (id, end)));
                 let Some((id, end)) = found else {
                     ids.truncate(at);
                     break;
