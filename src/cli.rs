@@ -261,7 +261,7 @@ pub struct Layer1Flags {
     /// Candidates kept by a speculative scan
     #[arg(long, value_name = "N")]
     pub max_speculative_results: Option<i64>,
-    /// Partials with fewer words never trigger
+    /// Partials with fewer words never trigger, nor are embedded while idle
     #[arg(long, value_name = "N")]
     pub min_tokens: Option<i64>,
     /// Below this cosine between final and speculation, run a full search instead

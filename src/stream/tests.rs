@@ -208,6 +208,35 @@ fn idle_time_embeds_the_newest_partial_so_the_final_can_reuse_it() {
 }
 
 #[test]
+fn idle_time_leaves_partials_below_min_tokens_alone_and_their_final_is_still_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let mut r = retriever(
+        &index,
+        StreamConfig {
+            min_tokens: 3,
+            ..cfg()
+        },
+    );
+    // The recognizer's first words: too little to search with, and rarely the final.
+    r.observe("play some").unwrap();
+    assert!(
+        !r.idle().unwrap(),
+        "a two-word partial is not embedded while idle"
+    );
+    assert_eq!(r.counts().embeds, 0);
+    r.reset();
+
+    // A final that short is embedded after end of speech instead, and answered.
+    r.observe("turn lights").unwrap();
+    assert!(!r.idle().unwrap());
+    let out = r.finalize("turn lights").unwrap();
+    assert!(!out.reused_embedding);
+    assert_eq!(out.counts.embeds, 1, "the final's own embed");
+    assert_eq!(top_id(&index, &out), "lights");
+}
+
+#[test]
 fn the_reflector_falls_back_to_a_full_search_when_speculation_is_stale() {
     let dir = tempfile::tempdir().unwrap();
     let index = index(dir.path());
