@@ -30,10 +30,10 @@
 //! `reuse` or `rerank`) or judges it stale (a full search: path `full`).
 //!
 //! Lexical and hybrid retrievers ([`Retriever`]): a lexical query costs microseconds
-//! where an embed costs milliseconds, so every observed partial gets one (no trigger),
-//! with the words only earlier partials had as down-weighted extra terms
-//! ([`revisions`], `revision_weight`); the dense speculation above runs as it would
-//! alone. The speculative candidates are the union of the newest partial's lexical
+//! where an embed costs milliseconds, so every observed partial that differs from the
+//! one before gets one (no trigger), with the words only earlier partials had as
+//! down-weighted extra terms ([`revisions`], `revision_weight`); the dense speculation
+//! above runs as it would alone. The speculative candidates are the union of the newest partial's lexical
 //! top-C and the dense speculative candidates. At end of utterance the final gets its
 //! own lexical query, and the union of its lexical top-C and the dense candidates
 //! (speculative, or a full scan when the reflector judges them stale) is reranked with
@@ -268,7 +268,8 @@ pub struct StreamingRetriever<'i, E: Embed> {
     active: usize,
     /// The other lanes' utterances, by lane (None: the active one, or never used).
     parked: Vec<Option<Box<Utterance>>>,
-    /// Normalised final transcript (a reused buffer).
+    /// Normalised final transcript, and the newest partial before it is compared with
+    /// the last one (a reused buffer).
     final_norm: String,
     /// Scratch of [`speculative_guess`](Self::speculative_guess).
     guess: Ranked,
@@ -351,7 +352,16 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
     /// Takes one partial transcript (the whole hypothesis so far).
     pub fn observe(&mut self, partial: &str) -> Result<Observed, EmbedError> {
         self.u.counts.partials += 1;
-        self.normalizer.normalize_into(partial, &mut self.u.current);
+        // Normalised into the spare buffer first: a recognizer that repeats its
+        // hypothesis (Vosk prints the same partial several times a second; Moonshine's
+        // re-transcription after the last word) gives nothing new to retrieve, so the
+        // lexical query and the trigger's state are left as they are.
+        self.normalizer
+            .normalize_into(partial, &mut self.final_norm);
+        if !self.u.current.is_empty() && self.final_norm == self.u.current {
+            return Ok(Observed::Waiting);
+        }
+        std::mem::swap(&mut self.u.current, &mut self.final_norm);
         if !self.cfg.enabled {
             return Ok(Observed::Waiting);
         }

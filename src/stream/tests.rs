@@ -371,6 +371,50 @@ fn the_test_index_has_a_lexical_section() {
 }
 
 #[test]
+fn a_repeated_partial_costs_no_query_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let mut r = retriever(&index, hybrid_cfg(Retriever::Hybrid));
+    assert_eq!(
+        r.observe("tokyo is the capital").unwrap(),
+        Observed::Speculated
+    );
+    let before = (
+        lexical_ids(&index, &r),
+        r.counts().lexical_searches,
+        r.counts().embeds,
+    );
+    // The recognizer says the same again, with other case and punctuation.
+    assert_eq!(
+        r.observe("Tokyo is the capital.").unwrap(),
+        Observed::Waiting
+    );
+    assert_eq!(
+        r.observe("tokyo, is the capital").unwrap(),
+        Observed::Waiting
+    );
+    let after = (
+        lexical_ids(&index, &r),
+        r.counts().lexical_searches,
+        r.counts().embeds,
+    );
+    assert_eq!(
+        before, after,
+        "no second lexical query, no embed, same candidates"
+    );
+    assert_eq!(
+        r.counts().partials,
+        3,
+        "the repeats are still counted as partials"
+    );
+    // A changed hypothesis is queried again, and the final still answers.
+    r.observe("tokyo is the capital of").unwrap();
+    assert_eq!(r.counts().lexical_searches, 2);
+    let out = r.finalize("Tokyo is the capital of").unwrap();
+    assert_eq!(top_id(&index, &out), "tokyo");
+}
+
+#[test]
 fn hybrid_queries_every_partial_lexically_and_speculates_densely_on_the_trigger() {
     let dir = tempfile::tempdir().unwrap();
     let index = index(dir.path());
