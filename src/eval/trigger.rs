@@ -37,8 +37,9 @@
 //!
 //! All features are used. (`partials_since_query` is nearly `new_words` on typed
 //! prefixes, one word per partial, where real partials come with the audio; a model
-//! without it, measured once, chose the same thresholds and cost 0.82 of the fixed
-//! trigger's work on the streams but lost one relevant passage; with it 0.91 and none.)
+//! without it, measured once in session 7 (tolerance 0.005 then), chose the same
+//! thresholds and cost 0.82 of the fixed trigger's work on the streams but lost one
+//! relevant passage; with it 0.91 and none.)
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -63,8 +64,11 @@ use crate::stream::{StreamConfig, StreamingRetriever};
 /// Passages of the top-10 that must change for NEW_QUERY (without the relevant one entering).
 pub const CHANGED: usize = 3;
 /// Typed hit@10 the learned trigger may lose against the fixed default when its
-/// threshold is chosen.
-pub const HIT10_TOLERANCE: f64 = 0.005;
+/// threshold is chosen: issue #18's "equal hit@10 (± 0.01)". (At 0.005 no pair met both
+/// conditions on the dev questions and the most eager pair was taken by the fallback:
+/// 2% fewer embeds + scans than the fixed rule on the recorded streams; at 0.01 the
+/// pair chosen on the typed questions saves 22% there at the same hit@10.)
+pub const HIT10_TOLERANCE: f64 = 0.01;
 /// Partial thresholds tried.
 pub const THRESHOLDS: [f32; 6] = [0.2, 0.3, 0.4, 0.5, 0.6, 0.7];
 /// Final thresholds tried.
