@@ -33,14 +33,16 @@
 //! where an embed costs milliseconds, so every observed partial that differs from the
 //! one before gets one (no trigger), with the words only earlier partials had as
 //! down-weighted extra terms ([`revisions`], `revision_weight`); the dense speculation
-//! above runs as it would alone. The speculative candidates are the union of the newest partial's lexical
-//! top-C and the dense speculative candidates. At end of utterance the final gets its
-//! own lexical query, and the union of its lexical top-C and the dense candidates
+//! above runs as it would alone. The speculative candidates are the union of the newest
+//! partial's lexical top-C and the dense speculative candidates. At end of utterance
+//! the final gets its own lexical query (unless it repeats the newest partial, whose
+//! hits are its own), and the union of its lexical top-C and the dense candidates
 //! (speculative, or a full scan when the reflector judges them stale) is reranked with
 //! int8 cosines and fused ([`fusion`](crate::fusion)).
 //!
 //! Hot path: after warm-up nothing here allocates (fixed-capacity candidate and hit
-//! sets, reused text buffers); only the embedder's tokenizer and tract do, per embed.
+//! sets, reused text buffers); of the embedders, only the fp32 one (tract) and the
+//! tokenizer's path for non-ASCII text do, per embed.
 
 pub mod normalize;
 pub mod revisions;
@@ -518,7 +520,12 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         }
         let retriever = self.cfg.retriever;
         let top_k = self.cfg.top_k;
-        if retriever.uses_lexical() {
+        // A final that repeats the newest partial (most do: 75% of the dev recordings)
+        // already has its lexical hits: the same query, the same k and the same revision
+        // terms (remembering the partial added only words it contains). That takes the
+        // query off the end-of-speech path, where it costs most on a large corpus.
+        let lexical_known = self.cfg.enabled && self.u.current == final_norm;
+        if retriever.uses_lexical() && !lexical_known {
             let t = Instant::now();
             lexical_search(
                 &mut self.searcher,

@@ -494,6 +494,42 @@ fn the_lexical_side_rescues_a_stale_speculation_the_reflector_kept() {
 }
 
 #[test]
+fn a_final_that_repeats_the_newest_partial_reuses_its_lexical_hits() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    // With revision terms, so that the reused query must carry the same extra words.
+    let cfg = || StreamConfig {
+        revision_weight: 0.5,
+        ..hybrid_cfg(Retriever::Hybrid)
+    };
+    let spoken = [
+        "tokio is",
+        "tokyo is the capital",
+        "tokyo is the capital of japan",
+    ];
+    let mut a = retriever(&index, cfg());
+    for p in spoken {
+        a.observe(p).unwrap();
+    }
+    let reused = a.finalize("Tokyo is the capital of Japan.").unwrap();
+    assert_eq!(
+        reused.timings.lexical_ms, 0.0,
+        "no lexical query after end of speech"
+    );
+
+    // The same utterance with one more partial whose words the final already has: the
+    // final's query is run again, and gives the same fused list to the bit.
+    let mut b = retriever(&index, cfg());
+    for p in spoken.into_iter().chain(["tokyo is the"]) {
+        b.observe(p).unwrap();
+    }
+    let fresh = b.finalize("Tokyo is the capital of Japan.").unwrap();
+    assert!(fresh.hits.iter().any(|h| h.bm25.is_some()));
+    assert_eq!(reused.hits, fresh.hits);
+    assert_eq!(top_id(&index, &reused), "tokyo");
+}
+
+#[test]
 fn the_lexical_retriever_never_embeds() {
     let dir = tempfile::tempdir().unwrap();
     let index = index(dir.path());
