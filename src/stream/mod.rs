@@ -130,8 +130,8 @@ impl Default for StreamConfig {
 /// retriever has one, runs on every partial and is not reported here).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Observed {
-    /// Too short, too few new words since the last speculation, or (learned trigger)
-    /// judged NO_QUERY: no dense work.
+    /// Too short, too few new words since the last speculation, a repeat of the partial
+    /// before, or (learned trigger) judged NO_QUERY: no dense work.
     Waiting,
     /// Embedded, but too close to the last speculation to search again.
     GateSkip,
