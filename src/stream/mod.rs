@@ -270,9 +270,9 @@ pub struct StreamingRetriever<'i, E: Embed> {
     active: usize,
     /// The other lanes' utterances, by lane (None: the active one, or never used).
     parked: Vec<Option<Box<Utterance>>>,
-    /// Normalised final transcript, and the newest partial before it is compared with
-    /// the last one (a reused buffer).
-    final_norm: String,
+    /// A second normalised-text buffer, reused: the newest partial until it is found to
+    /// differ from the one before (then it swaps with `u.current`), and the final.
+    spare: String,
     /// Scratch of [`speculative_guess`](Self::speculative_guess).
     guess: Ranked,
 }
@@ -295,7 +295,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             u: Utterance::new(),
             active: 0,
             parked: Vec::new(),
-            final_norm: String::with_capacity(1024),
+            spare: String::with_capacity(1024),
             guess: Ranked::new(),
         }
     }
@@ -358,12 +358,11 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         // hypothesis (Vosk prints the same partial several times a second; Moonshine's
         // re-transcription after the last word) gives nothing new to retrieve, so the
         // lexical query and the trigger's state are left as they are.
-        self.normalizer
-            .normalize_into(partial, &mut self.final_norm);
-        if !self.u.current.is_empty() && self.final_norm == self.u.current {
+        self.normalizer.normalize_into(partial, &mut self.spare);
+        if !self.u.current.is_empty() && self.spare == self.u.current {
             return Ok(Observed::Waiting);
         }
-        std::mem::swap(&mut self.u.current, &mut self.final_norm);
+        std::mem::swap(&mut self.u.current, &mut self.spare);
         if !self.cfg.enabled {
             return Ok(Observed::Waiting);
         }
@@ -489,7 +488,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
     /// retriever is then ready for the next utterance. An empty final falls back to the
     /// newest partial (some recognizers end with an empty final).
     pub fn finalize(&mut self, final_text: &str) -> Result<Outcome, EmbedError> {
-        let mut final_norm = std::mem::take(&mut self.final_norm);
+        let mut final_norm = std::mem::take(&mut self.spare);
         self.normalizer.normalize_into(final_text, &mut final_norm);
         if final_norm.is_empty() {
             final_norm.clone_from(&self.u.current);
@@ -499,7 +498,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             o.low_evidence = confidence::is_low(o.confidence, self.cfg.low_evidence_threshold);
             o
         });
-        self.final_norm = final_norm; // keep the buffer's capacity
+        self.spare = final_norm; // keep the buffer's capacity
         self.reset();
         outcome
     }
