@@ -228,6 +228,12 @@ pub struct EvalArgs {
     /// --streams are left out, and the streams then compare it with the fixed trigger
     #[arg(long, value_name = "FILE")]
     pub train_trigger: Option<PathBuf>,
+    /// With --train-trigger: choose the thresholds on these recorded recognizer streams
+    /// (same format as --streams; their questions are not trained on) instead of the
+    /// typed questions: the cheapest pair within 0.01 of the fixed trigger's hit@10 that
+    /// embeds no more finals after end of speech than it does
+    #[arg(long, value_name = "FILE", requires = "train_trigger")]
+    pub trigger_streams: Option<PathBuf>,
     /// Only the first N queries (and N streams)
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,

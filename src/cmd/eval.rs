@@ -48,6 +48,11 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
     if let Some(out) = &args.train_trigger {
         // The questions the streams speak are evaluation data: never trained on.
         let exclude: Vec<String> = streams.iter().flatten().map(|s| s.id.clone()).collect();
+        let calibration = args
+            .trigger_streams
+            .as_deref()
+            .map(data::load_streams)
+            .transpose()?;
         let source = std::sync::Mutex::new(embedder.fork()?);
         let command = std::env::args().collect::<Vec<_>>().join(" ");
         let (model, report) = eval::trigger::train(
@@ -59,6 +64,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
             args.workers as usize,
             &eval::progress::Progress::new(!args.quiet),
             &command,
+            calibration.as_deref(),
             || {
                 let e = source
                     .lock()

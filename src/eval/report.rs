@@ -79,10 +79,11 @@ pub fn summary_text(r: &EvalReport) -> String {
             },
             t.train_accuracy
         );
-        for p in &t.typed {
+        let points = t.typed.iter().map(|p| ("typed", "question", p));
+        for (on, per, p) in points.chain(t.streams.iter().map(|p| ("streams", "utterance", p))) {
             let _ = writeln!(
                 s,
-                "    typed {}: embeds {:.2} + searches {:.2} per question, hit@1 {:.3} hit@10 {:.3}, finals embedded {:.1}%",
+                "    {on} {}: embeds {:.2} + searches {:.2} per {per}, hit@1 {:.3} hit@10 {:.3}, finals embedded {:.1}%",
                 p.threshold.map_or("fixed".to_string(), |t| format!(
                     "learned {:.2}/{:.2}",
                     t.0, t.1

@@ -372,3 +372,95 @@ fn stream_replay_queues_events_behind_work_in_progress() {
     );
     assert!(u.latency_ms >= u.waited_ms);
 }
+
+/// `--trigger-streams`: the thresholds are chosen on the recorded streams (one point per
+/// policy, fixed first), under the streams' own hit@10 and finals-embedded conditions,
+/// and the questions those streams speak are not trained on.
+#[test]
+fn trigger_thresholds_chosen_on_recorded_streams_obey_their_conditions() {
+    use super::trigger::{FINAL_THRESHOLDS, HIT10_TOLERANCE, THRESHOLDS, train};
+    let dir = tempfile::tempdir().unwrap();
+    let index = build_index(dir.path());
+    let queries = [
+        query("q-peru", "peru lima andes"),
+        query("q-japan", "japan tokyo fuji"),
+        query("q-ocean", "ocean whale"),
+        query("q-river", "river nile"),
+        query("q-lima", "lima peru"),
+    ];
+    let qrels = qrels(&[
+        ("q-peru", "peru"),
+        ("q-japan", "japan"),
+        ("q-ocean", "ocean"),
+        ("q-river", "river"),
+        ("q-lima", "peru"),
+    ]);
+    let p = |t, text: &str| Partial {
+        t,
+        text: text.into(),
+    };
+    let streams = [
+        StreamRecord {
+            id: "q-japan".into(),
+            text: String::new(),
+            audio_s: Some(2.0),
+            partials: vec![
+                p(0.5, "japan"),
+                p(1.0, "japan tokyo"),
+                p(1.5, "japan tokyo fuji"),
+            ],
+            final_text: "Japan, Tokyo, Fuji.".into(),
+        },
+        StreamRecord {
+            id: "q-river".into(),
+            text: String::new(),
+            audio_s: Some(1.5),
+            partials: vec![p(0.5, "river"), p(1.0, "river nile")],
+            final_text: "River Nile".into(),
+        },
+    ];
+    let cfg = cfg(Layer1 {
+        min_tokens: Some(1),
+        ..Layer1::default()
+    });
+    let (model, report) = train(
+        &index,
+        &queries,
+        &qrels,
+        &[],
+        &cfg,
+        1,
+        &Progress::hidden(),
+        "test",
+        Some(&streams),
+        || Ok(HashEmbedder),
+    )
+    .unwrap();
+    assert_eq!(
+        report.questions, 3,
+        "the two streamed questions are left out"
+    );
+    assert!(
+        report.typed.is_empty(),
+        "no typed replay when streams choose"
+    );
+    let points = &report.streams;
+    assert_eq!(points.len(), 1 + THRESHOLDS.len() * FINAL_THRESHOLDS.len());
+    assert_eq!(points[0].threshold, None, "the fixed default comes first");
+    let base = &points[0];
+    assert!(base.hit10 > 0.0, "the fixed trigger finds these passages");
+    let chosen = points
+        .iter()
+        .find(|p| p.threshold == Some(report.threshold))
+        .expect("the chosen pair is one of those replayed");
+    assert!(report.conditions_met);
+    assert!(chosen.hit10 >= base.hit10 - HIT10_TOLERANCE);
+    assert!(chosen.final_embedded <= base.final_embedded);
+    let cheaper = points[1..].iter().filter(|p| {
+        p.hit10 >= base.hit10 - HIT10_TOLERANCE
+            && p.final_embedded <= base.final_embedded
+            && p.cost() < chosen.cost()
+    });
+    assert_eq!(cheaper.count(), 0, "the cheapest pair meeting both is kept");
+    assert_eq!(model.thresholds(), report.threshold);
+}

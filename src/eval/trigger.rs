@@ -32,8 +32,20 @@
 //! [`FINAL_THRESHOLDS`]; the pair kept is the cheapest (embeds + speculative searches)
 //! whose hit@10 is within [`HIT10_TOLERANCE`] of the fixed default's and which embeds
 //! at most [`MAX_FINALS_EMBEDDED`] of the finals after end of speech (so the median
-//! final needs no embed: the latency stays sub-millisecond). Recorded streams are never
-//! used: the questions behind them are left out of training.
+//! final needs no embed: the latency stays sub-millisecond). The questions behind the
+//! evaluation's recorded streams are left out of training.
+//!
+//! **Thresholds on recorded streams** (`--trigger-streams`): the same pairs replayed on
+//! a recognizer's own recordings through the daemon's scheduler (`streams::replay`,
+//! virtual clock), keeping the cheapest pair within [`HIT10_TOLERANCE`] of the fixed
+//! default's hit@10 that makes no more finals wait for an embed after end of speech
+//! than the fixed default does (so the latency percentiles stay the fixed rule's). Why
+//! offer it: the features count words and partials, and how many words a partial adds
+//! depends on the recognizer's cadence (typed prefixes add one word each; the dev
+//! recordings about 1.1 every 0.5 s, with revisions), so thresholds chosen on typed
+//! prefixes are conservative on real streams. The model's weights still come from the
+//! typed questions only; the questions behind the trigger streams are not trained on.
+//! `tools/eval/trigger_folds.py` judges it on streams it did not choose on.
 //!
 //! All features are used. (`partials_since_query` is nearly `new_words` on typed
 //! prefixes, one word per partial, where real partials come with the audio; a model
@@ -46,8 +58,9 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use super::data::{Qrels, QueryRecord, Relevance};
+use super::data::{Qrels, QueryRecord, Relevance, StreamRecord};
 use super::progress::{Progress, run_parallel};
+use super::streams;
 use crate::config::RunConfig;
 use crate::embed::{Embed, EmbedError, Embedding, Fingerprint, cosine};
 use crate::hits::Hits;
@@ -59,7 +72,7 @@ use crate::stream::trigger::{
     FEATURES, FIRST_LEXICAL, Features, N_FEATURES, TrainingInfo, Trigger, TriggerModel,
     TriggerState,
 };
-use crate::stream::{StreamConfig, StreamingRetriever};
+use crate::stream::{FinalPath, StreamConfig, StreamingRetriever};
 
 /// Passages of the top-10 that must change for NEW_QUERY (without the relevant one entering).
 pub const CHANGED: usize = 3;
@@ -143,17 +156,22 @@ impl TypedPoint {
 #[derive(Clone, Debug, Serialize)]
 pub struct TrainReport {
     pub questions: usize,
-    /// Questions left out because a recorded stream speaks them.
+    /// Questions left out because a recorded stream speaks them (`--streams` or
+    /// `--trigger-streams`).
     pub left_out_stream_questions: usize,
     pub labels: ClassBalance,
     /// Training accuracy at the chosen threshold (rows labelled the same).
     pub train_accuracy: f64,
     pub features: Vec<String>,
     pub weights: Vec<f32>,
-    /// The fixed default, then each threshold tried.
+    /// The fixed default, then each threshold tried, on the typed questions (when the
+    /// thresholds were chosen there).
     pub typed: Vec<TypedPoint>,
-    /// Every second kept question replayed for the thresholds.
+    /// Every second kept question replayed for the thresholds (0: chosen on streams).
     pub typed_questions: usize,
+    /// The same on the recorded streams of `--trigger-streams` (per utterance), when the
+    /// thresholds were chosen there.
+    pub streams: Vec<TypedPoint>,
     /// (partial, final).
     pub threshold: (f32, f32),
     /// False when no pair met both conditions (then: the best hit@10 among those
@@ -483,6 +501,149 @@ fn replay_typed<E: Embed>(
     ))
 }
 
+/// Every policy (the fixed default first, then one per pair of `pairs`) over the typed
+/// questions `work` of `items`: one point each. `caches` holds the embeddings the
+/// labelling computed, so the replay embeds nothing twice.
+#[allow(clippy::too_many_arguments)]
+fn replay_typed_all<E: Embed>(
+    index: &Index,
+    items: &[(Vec<String>, Vec<u32>)],
+    caches: Vec<Vec<(String, Embedding)>>,
+    work: &[usize],
+    is_rel: &(dyn Fn(&[u32], u32) -> bool + Sync),
+    cfg: &RunConfig,
+    policies: &[StreamConfig],
+    pairs: &[(f32, f32)],
+    workers: usize,
+    progress: &Progress,
+    make_embedder: &(impl Fn() -> anyhow::Result<E> + Sync),
+) -> anyhow::Result<Vec<TypedPoint>> {
+    let caches = Mutex::new(caches.into_iter().map(Some).collect::<Vec<_>>());
+    let fingerprint = index.meta().fingerprint;
+    let per_q = run_parallel(
+        "choosing the trigger thresholds",
+        work,
+        workers,
+        progress,
+        || {
+            let shared = Arc::new(Mutex::new((HashMap::new(), make_embedder()?)));
+            let rs = policies
+                .iter()
+                .map(|p| {
+                    let e = Cached {
+                        shared: shared.clone(),
+                        fingerprint,
+                    };
+                    let normalizer = Normalizer::new(cfg.fillers.iter().map(String::as_str));
+                    Ok(StreamingRetriever::new(
+                        p.clone(),
+                        e,
+                        HybridSearcher::new(index)?,
+                        normalizer,
+                    ))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Ok((shared, rs))
+        },
+        |(shared, rs), _, &i| {
+            let cache = caches
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_mut(i)
+                .and_then(Option::take)
+                .unwrap_or_default();
+            {
+                let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+                g.0.clear();
+                g.0.extend(cache);
+            }
+            let (words, rel) = &items[i];
+            let words: Vec<&str> = words.iter().map(String::as_str).collect();
+            rs.iter_mut()
+                .map(|r| Ok(replay_typed(r, &words, &|p| is_rel(rel, p))?))
+                .collect::<anyhow::Result<Vec<_>>>()
+        },
+    )?;
+    let nq = per_q.len().max(1) as f64;
+    let mut typed: Vec<TypedPoint> = (0..policies.len())
+        .map(|pi| {
+            let sum =
+                |f: &dyn Fn(&TypedRun) -> f64| per_q.iter().map(|v| f(&v[pi])).sum::<f64>() / nq;
+            TypedPoint {
+                threshold: None,
+                embeds_per_question: sum(&|v| v.0 as f64),
+                speculative_searches_per_question: sum(&|v| v.1 as f64),
+                hit1: sum(&|v| f64::from(u8::from(v.2))),
+                hit10: sum(&|v| f64::from(u8::from(v.3))),
+                final_embedded: sum(&|v| f64::from(u8::from(v.4))),
+            }
+        })
+        .collect();
+    for (p, &t) in typed[1..].iter_mut().zip(pairs) {
+        p.threshold = Some(t);
+    }
+    Ok(typed)
+}
+
+/// Every policy (as [`replay_typed_all`]) over recorded recognizer streams, through the
+/// daemon's scheduler on the evaluation's virtual clock ([`streams::replay`]): one point
+/// each, per utterance; a final "embedded" is one that waited for an embed after end
+/// of speech (path `rerank` or `full`).
+#[allow(clippy::too_many_arguments)]
+fn replay_streams<E: Embed>(
+    index: &Index,
+    relevance: &Relevance,
+    qrels: &Qrels,
+    recs: &[StreamRecord],
+    cfg: &RunConfig,
+    policies: &[StreamConfig],
+    pairs: &[(f32, f32)],
+    workers: usize,
+    progress: &Progress,
+    make_embedder: &(impl Fn() -> anyhow::Result<E> + Sync),
+) -> anyhow::Result<Vec<TypedPoint>> {
+    let judged = streams::judged(recs, relevance, qrels);
+    anyhow::ensure!(
+        !judged.is_empty(),
+        "none of the trigger streams has a relevant passage in the index"
+    );
+    let mut points = Vec::with_capacity(policies.len());
+    for (i, policy) in policies.iter().enumerate() {
+        let threshold = i.checked_sub(1).and_then(|j| pairs.get(j)).copied();
+        let label = match threshold {
+            Some((t, f)) => format!("trigger streams, learned {t:.2}/{f:.2}"),
+            None => "trigger streams, fixed".to_string(),
+        };
+        let runs = streams::replay(
+            &label,
+            index,
+            relevance,
+            &judged,
+            cfg,
+            policy,
+            workers,
+            progress,
+            make_embedder,
+        )?;
+        let n = runs.len().max(1) as f64;
+        let mean = |f: &dyn Fn(&streams::UttResult) -> f64| runs.iter().map(f).sum::<f64>() / n;
+        points.push(TypedPoint {
+            threshold,
+            embeds_per_question: mean(&|r| f64::from(r.counts.embeds)),
+            speculative_searches_per_question: mean(&|r| f64::from(r.counts.speculative_searches)),
+            hit1: mean(&|r| f64::from(u8::from(r.hit1))),
+            hit10: mean(&|r| f64::from(u8::from(r.hit10))),
+            final_embedded: mean(&|r| {
+                f64::from(u8::from(matches!(
+                    r.path,
+                    FinalPath::Rerank | FinalPath::Full
+                )))
+            }),
+        });
+    }
+    Ok(points)
+}
+
 /// Labels, fits and calibrates a trigger for `cfg.stream.retriever` on `index` from
 /// `queries` (those whose id is in `exclude` are left out).
 #[allow(clippy::too_many_arguments)]
@@ -495,6 +656,7 @@ pub fn train<E: Embed>(
     workers: usize,
     progress: &Progress,
     command: &str,
+    calibration: Option<&[StreamRecord]>,
     make_embedder: impl Fn() -> anyhow::Result<E> + Sync,
 ) -> anyhow::Result<(TriggerModel, TrainReport)> {
     let started = std::time::Instant::now();
@@ -508,8 +670,10 @@ pub fn train<E: Embed>(
     let mut items: Vec<(Vec<String>, Vec<u32>)> = Vec::new();
     let mut left_out = 0;
     let mut norm = String::new();
+    // The trigger streams' questions choose the thresholds: not trained on either.
+    let calibrating = |id: &String| calibration.unwrap_or_default().iter().any(|s| &s.id == id);
     for q in queries {
-        if exclude.contains(&q.id) {
+        if exclude.contains(&q.id) || calibrating(&q.id) {
             left_out += 1;
             continue;
         }
@@ -625,80 +789,58 @@ pub fn train<E: Embed>(
         s.trigger = Trigger::Learned(Arc::new(model.with_thresholds(t)));
         policies.push(s);
     }
-    let sim_work: Vec<usize> = (0..n).step_by(2).collect();
-    let caches = Mutex::new(caches.into_iter().map(Some).collect::<Vec<_>>());
-    let fingerprint = index.meta().fingerprint;
-    let per_q = run_parallel(
-        "choosing the trigger thresholds",
-        &sim_work,
-        workers,
-        progress,
-        || {
-            let shared = Arc::new(Mutex::new((HashMap::new(), make_embedder()?)));
-            let rs = policies
-                .iter()
-                .map(|p| {
-                    let e = Cached {
-                        shared: shared.clone(),
-                        fingerprint,
-                    };
-                    let normalizer = Normalizer::new(cfg.fillers.iter().map(String::as_str));
-                    Ok(StreamingRetriever::new(
-                        p.clone(),
-                        e,
-                        HybridSearcher::new(index)?,
-                        normalizer,
-                    ))
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            Ok((shared, rs))
-        },
-        |(shared, rs), _, &i| {
-            let cache = caches
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get_mut(i)
-                .and_then(Option::take)
-                .unwrap_or_default();
-            {
-                let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
-                g.0.clear();
-                g.0.extend(cache);
-            }
-            let (words, rel) = &items[i];
-            let words: Vec<&str> = words.iter().map(String::as_str).collect();
-            rs.iter_mut()
-                .map(|r| Ok(replay_typed(r, &words, &|p| is_rel(rel, p))?))
-                .collect::<anyhow::Result<Vec<_>>>()
-        },
-    )?;
-    let nq = per_q.len().max(1) as f64;
-    let mut typed: Vec<TypedPoint> = (0..policies.len())
-        .map(|pi| {
-            let sum =
-                |f: &dyn Fn(&TypedRun) -> f64| per_q.iter().map(|v| f(&v[pi])).sum::<f64>() / nq;
-            TypedPoint {
-                threshold: None,
-                embeds_per_question: sum(&|v| v.0 as f64),
-                speculative_searches_per_question: sum(&|v| v.1 as f64),
-                hit1: sum(&|v| f64::from(u8::from(v.2))),
-                hit10: sum(&|v| f64::from(u8::from(v.3))),
-                final_embedded: sum(&|v| f64::from(u8::from(v.4))),
-            }
-        })
-        .collect();
-    for (p, &t) in typed[1..].iter_mut().zip(&pairs) {
-        p.threshold = Some(t);
-    }
-    let base = typed[0].clone();
-    let fast = |p: &&TypedPoint| p.final_embedded <= MAX_FINALS_EMBEDDED;
-    let met = typed[1..]
+    let (typed, streamed, sim_work, bound) = match calibration.filter(|r| !r.is_empty()) {
+        Some(recs) => {
+            let points = replay_streams(
+                index,
+                &relevance,
+                qrels,
+                recs,
+                cfg,
+                &policies,
+                &pairs,
+                workers,
+                progress,
+                &make_embedder,
+            )?;
+            // No more finals embedded after end of speech than the fixed rule: the
+            // same share of finals waits for an embed, so the latency percentiles are
+            // the fixed rule's.
+            let bound = points[0].final_embedded;
+            (Vec::new(), points, recs.len(), bound)
+        }
+        None => {
+            let sim_work: Vec<usize> = (0..n).step_by(2).collect();
+            let points = replay_typed_all(
+                index,
+                &items,
+                caches,
+                &sim_work,
+                &is_rel,
+                cfg,
+                &policies,
+                &pairs,
+                workers,
+                progress,
+                &make_embedder,
+            )?;
+            (points, Vec::new(), sim_work.len(), MAX_FINALS_EMBEDDED)
+        }
+    };
+    let points = if streamed.is_empty() {
+        &typed
+    } else {
+        &streamed
+    };
+    let base = points[0].clone();
+    let fast = |p: &&TypedPoint| p.final_embedded <= bound;
+    let met = points[1..]
         .iter()
         .filter(fast)
         .filter(|p| p.hit10 >= base.hit10 - HIT10_TOLERANCE)
         .min_by(|a, b| a.cost().total_cmp(&b.cost()));
     let fallback = || {
-        typed[1..].iter().filter(fast).max_by(|a, b| {
+        points[1..].iter().filter(fast).max_by(|a, b| {
             a.hit10
                 .total_cmp(&b.hit10)
                 .then(b.cost().total_cmp(&a.cost()))
@@ -722,7 +864,8 @@ pub fn train<E: Embed>(
         features: names.iter().map(|s| s.to_string()).collect(),
         weights,
         typed,
-        typed_questions: sim_work.len(),
+        typed_questions: if streamed.is_empty() { sim_work } else { 0 },
+        streams: streamed,
         threshold: chosen,
         conditions_met,
         seconds: started.elapsed().as_secs_f64(),
