@@ -501,23 +501,36 @@ fn replay_typed<E: Embed>(
     ))
 }
 
-/// Every policy (the fixed default first, then one per pair of `pairs`) over the typed
-/// questions `work` of `items`: one point each. `caches` holds the embeddings the
+/// The policies a threshold choice replays (the fixed default first, then one learned
+/// policy per pair of `pairs`), and how.
+#[derive(Clone, Copy)]
+struct Grid<'a> {
+    cfg: &'a RunConfig,
+    policies: &'a [StreamConfig],
+    pairs: &'a [(f32, f32)],
+    workers: usize,
+    progress: &'a Progress,
+}
+
+/// Every policy of the grid over the typed questions `work` of `items`: one point
+/// each. `caches` holds the embeddings the
 /// labelling computed, so the replay embeds nothing twice.
-#[allow(clippy::too_many_arguments)]
 fn replay_typed_all<E: Embed>(
     index: &Index,
+    grid: &Grid<'_>,
     items: &[(Vec<String>, Vec<u32>)],
     caches: Vec<Vec<(String, Embedding)>>,
     work: &[usize],
     is_rel: &(dyn Fn(&[u32], u32) -> bool + Sync),
-    cfg: &RunConfig,
-    policies: &[StreamConfig],
-    pairs: &[(f32, f32)],
-    workers: usize,
-    progress: &Progress,
     make_embedder: &(impl Fn() -> anyhow::Result<E> + Sync),
 ) -> anyhow::Result<Vec<TypedPoint>> {
+    let Grid {
+        cfg,
+        policies,
+        pairs,
+        workers,
+        progress,
+    } = *grid;
     let caches = Mutex::new(caches.into_iter().map(Some).collect::<Vec<_>>());
     let fingerprint = index.meta().fingerprint;
     let per_q = run_parallel(
@@ -585,21 +598,16 @@ fn replay_typed_all<E: Embed>(
     Ok(typed)
 }
 
-/// Every policy (as [`replay_typed_all`]) over recorded recognizer streams, through the
+/// Every policy of the grid over recorded recognizer streams, through the
 /// daemon's scheduler on the evaluation's virtual clock ([`streams::replay`]): one point
 /// each, per utterance; a final "embedded" is one that waited for an embed after end
 /// of speech (path `rerank` or `full`).
-#[allow(clippy::too_many_arguments)]
 fn replay_streams<E: Embed>(
     index: &Index,
+    grid: &Grid<'_>,
     relevance: &Relevance,
     qrels: &Qrels,
     recs: &[StreamRecord],
-    cfg: &RunConfig,
-    policies: &[StreamConfig],
-    pairs: &[(f32, f32)],
-    workers: usize,
-    progress: &Progress,
     make_embedder: &(impl Fn() -> anyhow::Result<E> + Sync),
 ) -> anyhow::Result<Vec<TypedPoint>> {
     let judged = streams::judged(recs, relevance, qrels);
@@ -607,9 +615,9 @@ fn replay_streams<E: Embed>(
         !judged.is_empty(),
         "none of the trigger streams has a relevant passage in the index"
     );
-    let mut points = Vec::with_capacity(policies.len());
-    for (i, policy) in policies.iter().enumerate() {
-        let threshold = i.checked_sub(1).and_then(|j| pairs.get(j)).copied();
+    let mut points = Vec::with_capacity(grid.policies.len());
+    for (i, policy) in grid.policies.iter().enumerate() {
+        let threshold = i.checked_sub(1).and_then(|j| grid.pairs.get(j)).copied();
         let label = match threshold {
             Some((t, f)) => format!("trigger streams, learned {t:.2}/{f:.2}"),
             None => "trigger streams, fixed".to_string(),
@@ -619,10 +627,10 @@ fn replay_streams<E: Embed>(
             index,
             relevance,
             &judged,
-            cfg,
+            grid.cfg,
             policy,
-            workers,
-            progress,
+            grid.workers,
+            grid.progress,
             make_embedder,
         )?;
         let n = runs.len().max(1) as f64;
@@ -789,20 +797,16 @@ pub fn train<E: Embed>(
         s.trigger = Trigger::Learned(Arc::new(model.with_thresholds(t)));
         policies.push(s);
     }
+    let grid = Grid {
+        cfg,
+        policies: &policies,
+        pairs: &pairs,
+        workers,
+        progress,
+    };
     let (typed, streamed, sim_work, bound) = match calibration.filter(|r| !r.is_empty()) {
         Some(recs) => {
-            let points = replay_streams(
-                index,
-                &relevance,
-                qrels,
-                recs,
-                cfg,
-                &policies,
-                &pairs,
-                workers,
-                progress,
-                &make_embedder,
-            )?;
+            let points = replay_streams(index, &grid, &relevance, qrels, recs, &make_embedder)?;
             // No more finals embedded after end of speech than the fixed rule: the
             // same share of finals waits for an embed, so the latency percentiles are
             // the fixed rule's.
@@ -813,15 +817,11 @@ pub fn train<E: Embed>(
             let sim_work: Vec<usize> = (0..n).step_by(2).collect();
             let points = replay_typed_all(
                 index,
+                &grid,
                 &items,
                 caches,
                 &sim_work,
                 &is_rel,
-                cfg,
-                &policies,
-                &pairs,
-                workers,
-                progress,
                 &make_embedder,
             )?;
             (points, Vec::new(), sim_work.len(), MAX_FINALS_EMBEDDED)
