@@ -464,3 +464,39 @@ fn trigger_thresholds_chosen_on_recorded_streams_obey_their_conditions() {
     assert_eq!(cheaper.count(), 0, "the cheapest pair meeting both is kept");
     assert_eq!(model.thresholds(), report.threshold);
 }
+
+/// Trigger streams that no qrel judges cannot choose a threshold: refused, saying so.
+#[test]
+fn trigger_streams_without_a_judged_utterance_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = build_index(dir.path());
+    let queries = [query("q-peru", "peru lima andes")];
+    let qrels = qrels(&[("q-peru", "peru")]);
+    let unjudged = [StreamRecord {
+        id: "nobody-judged-this".into(),
+        text: String::new(),
+        audio_s: Some(1.0),
+        partials: vec![Partial {
+            t: 0.5,
+            text: "peru".into(),
+        }],
+        final_text: "Peru".into(),
+    }];
+    let err = super::trigger::train(
+        &index,
+        &queries,
+        &qrels,
+        &[],
+        &cfg(Layer1::default()),
+        1,
+        &Progress::hidden(),
+        "test",
+        Some(&unjudged),
+        || Ok(HashEmbedder),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("none of the trigger streams"),
+        "{err}"
+    );
+}
