@@ -80,7 +80,8 @@ def main():
     dataset.resolve(ap, args, ["streams", "qrels"])
 
     qrels = load_qrels(args.qrels)
-    ids = [json.loads(l)["id"] for l in open(args.streams)]
+    with open(args.streams, encoding="utf-8") as f:
+        ids = [json.loads(l)["id"] for l in f if l.strip()]
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as stream:
         subprocess.run([sys.executable, os.path.join(ROOT, "tools/replay/stt_replay.py"),
                         "--input", args.streams, "--output", stream.name,

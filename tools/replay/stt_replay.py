@@ -5,7 +5,8 @@ Input: the real-recognizer recordings in ../shared/data/stt/spoken-squad-moonshi
 (next to the project checkout)
 (see the README next to it), one utterance per line:
     {"id", "text", "audio_s", "partials": [{"t", "text"}, ...], "final"}
-where each partial's "t" is audio seconds since the start of that utterance.
+where each partial's "t" is audio seconds since the start of that utterance ("audio_s"
+may be left out: the utterance then ends at its last partial, as in `primd eval`).
 
 Output: one JSON object per line, utterances laid end to end with --gap seconds of
 silence between them; per utterance, its partials then its final:
@@ -94,10 +95,14 @@ def read_utterances(path, limit):
                 raise ValueError(f"{where}: not JSON: {e}") from None
             if not isinstance(u, dict):
                 raise ValueError(f"{where}: expected a JSON object")
-            for key, kind in (("id", str), ("audio_s", (int, float)),
-                              ("partials", list), ("final", str)):
-                if not isinstance(u.get(key), kind) or isinstance(u.get(key), bool):
+            for key, kind in (("id", str), ("partials", list), ("final", str)):
+                if not isinstance(u.get(key), kind):
                     raise ValueError(f"{where}: missing or bad {key!r}")
+            # Optional, as in `primd eval`: without it the utterance ends at its last partial.
+            audio_s = u.get("audio_s")
+            if audio_s is not None and (not isinstance(audio_s, (int, float))
+                                        or isinstance(audio_s, bool)):
+                raise ValueError(f"{where}: bad 'audio_s'")
             for p in u["partials"]:
                 if (not isinstance(p, dict) or not isinstance(p.get("text"), str)
                         or not isinstance(p.get("t"), (int, float))):
@@ -112,7 +117,8 @@ def events(utterances, gap, final_delay=0.0):
     last_t = 0.0
     for u in utterances:
         uid = u["id"]
-        end = float(u["audio_s"])
+        last = max((float(p["t"]) for p in u["partials"]), default=0.0)
+        end = max(float(u["audio_s"]), last) if u.get("audio_s") is not None else last
         for p in u["partials"]:
             # Clamp so a recording with a stray out-of-order or late time still gives a
             # non-decreasing stream that stays inside its utterance.
