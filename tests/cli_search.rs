@@ -40,7 +40,8 @@ fn answers_stdin_queries_and_skips_malformed_lines() {
     let index = build_real_index(dir.path());
     let input = b"{\"id\": \"q1\", \"text\": \"what is the capital of france\"}\n\
                   this line is not json\n\
-                  {\"id\": 2, \"text\": \"please switch off the lights in the kitchen\"}\n";
+                  {\"id\": 2, \"text\": \"please switch off the lights in the kitchen\"}\n\
+                  {\"_id\": \"q3\", \"text\": \"capital of france\", \"metadata\": {}}\n";
     for extra in [
         &["--k", "3"][..],
         &["--k", "3", "--exact"],
@@ -55,7 +56,7 @@ fn answers_stdin_queries_and_skips_malformed_lines() {
         let got = lines(&out);
         assert_eq!(
             got.len(),
-            2,
+            3,
             "the malformed line is skipped, the others answered"
         );
         assert_eq!(got[0]["id"], "q1");
@@ -63,6 +64,8 @@ fn answers_stdin_queries_and_skips_malformed_lines() {
         assert_eq!(got[0]["results"].as_array().unwrap().len(), 3);
         assert_eq!(got[1]["id"], 2);
         assert_eq!(got[1]["results"][0]["id"], "lights");
+        assert_eq!(got[2]["id"], "q3", "a BEIR query line, as published");
+        assert_eq!(got[2]["results"][0]["id"], "paris");
         assert!(got[0]["ms"]["embed"].as_f64().unwrap() > 0.0);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("line 2"), "{stderr}");

@@ -18,8 +18,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::SearchArgs;
 
+/// `{"id", "text"}` (BEIR's `_id` too: its query files work as published).
 #[derive(Deserialize)]
 struct InputLine {
+    #[serde(alias = "_id")]
     id: serde_json::Value,
     text: String,
 }

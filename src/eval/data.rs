@@ -18,9 +18,10 @@ use serde::Deserialize;
 
 use crate::index::Index;
 
-/// One typed question.
+/// One typed question (`{"id", "text"}`, or BEIR's `{"_id", "text", "metadata"}`).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 pub struct QueryRecord {
+    #[serde(alias = "_id")]
     pub id: String,
     pub text: String,
 }

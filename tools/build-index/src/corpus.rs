@@ -28,13 +28,19 @@ pub struct Document {
     pub origin: String,
 }
 
+/// One corpus line: `{"id", "title", "text"}`, or a BEIR corpus line as published
+/// (`{"_id", "title", "text", "metadata"}`; the metadata is not indexed). Any other field
+/// is refused: a misspelt "txt" must not build an index of empty passages.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct JsonDoc {
+    #[serde(alias = "_id")]
     id: serde_json::Value,
     #[serde(default)]
     title: Option<String>,
     text: String,
+    #[serde(default, rename = "metadata")]
+    _metadata: serde::de::IgnoredAny,
 }
 
 /// Reads a JSONL file or a folder of `.txt` / `.md` files.
@@ -250,6 +256,28 @@ mod tests {
         let p = chunk(&[doc("   ")], 5, 1);
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].text, "");
+    }
+
+    #[test]
+    fn beir_corpus_lines_are_read_as_published() {
+        let docs = read_jsonl(
+            Path::new("corpus.jsonl"),
+            b"{\"_id\": \"4983\", \"title\": \"Microstructural development\", \"text\": \"Alterations of the architecture\", \"metadata\": {}}\n",
+        )
+        .unwrap();
+        assert_eq!(docs.len(), 1);
+        assert_eq!(
+            (
+                docs[0].id.as_str(),
+                docs[0].title.as_str(),
+                docs[0].text.as_str()
+            ),
+            (
+                "4983",
+                "Microstructural development",
+                "Alterations of the architecture"
+            )
+        );
     }
 
     #[test]
