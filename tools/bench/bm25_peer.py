@@ -79,27 +79,23 @@ TOKENIZERS = {"words": lambda t: words(t), "char4": lambda t: char4(words(t))}
 
 def passages(path, chunk_words, overlap):
     """(doc id, indexed text) per passage, cut like build-index (corpus.rs) if asked."""
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            d = json.loads(line)
-            title, text = d.get("title") or "", d["text"]
-            spans = [m.span() for m in SPANS.finditer(text)]
-            n = len(spans)
-            if chunk_words == 0 or n <= chunk_words:
-                windows = [(0, n)]
-            else:
-                windows, start = [], 0
-                while True:
-                    end = min(start + chunk_words, n)
-                    windows.append((start, end))
-                    if end == n:
-                        break
-                    start += chunk_words - overlap
-            for s, e in windows:
-                body = text[spans[s][0]:spans[e - 1][1]] if n else ""
-                yield str(d["id"]), f"{title}\n{body}" if title else body
+    for d in dataset.records(path):
+        title, text = d.get("title") or "", d["text"]
+        spans = [m.span() for m in SPANS.finditer(text)]
+        n = len(spans)
+        if chunk_words == 0 or n <= chunk_words:
+            windows = [(0, n)]
+        else:
+            windows, start = [], 0
+            while True:
+                end = min(start + chunk_words, n)
+                windows.append((start, end))
+                if end == n:
+                    break
+                start += chunk_words - overlap
+        for s, e in windows:
+            body = text[spans[s][0]:spans[e - 1][1]] if n else ""
+            yield str(d["id"]), f"{title}\n{body}" if title else body
 
 
 class TokenIds:
@@ -209,12 +205,9 @@ def main():
     import bm25s
 
     queries = []
-    with open(args.queries, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                q = json.loads(line)
-                # a recognizer stream (stt/*.jsonl) is queried with its final
-                queries.append((str(q["id"]), q["final"] if "final" in q else q["text"]))
+    for q in dataset.records(args.queries):
+        # a recognizer stream (stt/*.jsonl) is queried with its final
+        queries.append((str(q["id"]), q["final"] if "final" in q else q["text"]))
     if args.max_queries:
         queries = queries[: args.max_queries]
     qrels = load_qrels(args.qrels) if args.qrels else None

@@ -113,14 +113,12 @@ def main():
     dataset.resolve(ap, args, ["corpus", "queries", "qrels"])
 
     docs = []
-    for line in open(args.corpus):
-        d = json.loads(line)
+    for d in dataset.records(args.corpus):
         docs.append((d["id"], words(d.get("title", "") + " " + d["text"])))
     bm25 = BM25(docs)
     qrels = load_qrels(args.qrels)
     recs = {}
-    for line in open(args.queries):
-        q = json.loads(line)
+    for q in dataset.records(args.queries):
         rel = qrels.get(q["id"])
         toks = words(q["text"])
         if not rel or not toks:

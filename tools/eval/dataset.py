@@ -6,6 +6,7 @@ optionally, `streams.jsonl` (recorded recognizer output); `--corpus`, `--queries
 command runs on this project's dev set or on any other corpus laid out alike.
 """
 
+import json
 import os
 
 FILES = {
@@ -38,3 +39,15 @@ def resolve(ap, args, required, optional=()):
             ap.error(f"--{f} FILE or --data DIR is required")
         if getattr(args, f) is not None and not os.path.exists(getattr(args, f)):
             ap.error(f"{getattr(args, f)}: no such file")
+
+
+def records(path):
+    """The JSON objects of a JSON-lines file, blank lines skipped; a BEIR line's `_id`
+    is read as `id` (as primd's own readers do)."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                if "id" not in r and "_id" in r:
+                    r["id"] = r["_id"]
+                yield r
