@@ -43,21 +43,25 @@ def run(primd, model, index, stream, pace, extra):
 
 def summarize(name, finals, ids, qrels):
     assert len(finals) == len(ids), (len(finals), len(ids))
-    hit1 = hit10 = 0
+    hit1 = hit10 = judged = 0
     paths = {}
     for f, qid in zip(finals, ids):
+        paths[f["path"]] = paths.get(f["path"], 0) + 1
+        rel = qrels.get(qid)
+        if not rel:
+            continue  # nobody judged it: not a miss (as `primd eval` counts)
+        judged += 1
         docs = [r["id"] for r in f["results"][:10]]
-        rel = qrels.get(qid, set())
         hit1 += bool(docs) and docs[0] in rel
         hit10 += any(d in rel for d in docs)
-        paths[f["path"]] = paths.get(f["path"], 0) + 1
     lat = [f["ms"]["eou_to_result"] for f in finals]
     n = len(finals)
     share = ", ".join(f"{k} {v / n:.0%}" for k, v in sorted(paths.items()))
     spec = sum(f["counts"]["speculative_searches"] for f in finals) / n
-    print(f"| {name} | {hit1 / n:.3f} | {hit10 / n:.3f} | {share} | {spec:.1f} | "
+    j = max(judged, 1)
+    print(f"| {name} | {hit1 / j:.3f} | {hit10 / j:.3f} | {share} | {spec:.1f} | "
           f"{pct(lat, 50):.3f} | {pct(lat, 90):.3f} | {pct(lat, 99):.3f} |")
-    return pct(lat, 50), hit10 / n
+    return pct(lat, 50), hit10 / j
 
 
 def main():
@@ -87,7 +91,10 @@ def main():
                         "--input", args.streams, "--output", stream.name,
                         "--final-delay", args.final_delay], check=True)
     try:
-        print(f"\n{len(ids)} utterances, pace {args.pace}x real time, final "
+        judged = sum(1 for i in ids if qrels.get(i))
+        unjudged = f" ({len(ids) - judged} without a relevant document: hit rates over {judged})" \
+            if judged < len(ids) else ""
+        print(f"\n{len(ids)} utterances{unjudged}, pace {args.pace}x real time, final "
               f"{args.final_delay} s after the audio\n")
         print("| mode | hit@1 | hit@10 | paths | speculative searches / utt. | "
               "eou→result p50 ms | p90 | p99 |")

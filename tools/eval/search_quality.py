@@ -50,15 +50,18 @@ def run_search(primd, model, index, queries_path, extra):
 
 
 def metrics(results, qrels):
+    """hit@1, hit@10, MRR@10 over the queries that have a relevant document (as
+    `primd eval` and trec_eval count: a query nobody judged is not a miss)."""
     hit1 = hit10 = mrr = 0.0
-    for qid, hits in results.items():
-        rel = qrels.get(qid, set())
+    judged = {qid: hits for qid, hits in results.items() if qrels.get(qid)}
+    for qid, hits in judged.items():
+        rel = qrels[qid]
         rank = next((i + 1 for i, (doc, _) in enumerate(hits[:10]) if doc in rel), None)
         if rank:
             hit10 += 1
             hit1 += rank == 1
             mrr += 1.0 / rank
-    n = max(1, len(results))
+    n = max(1, len(judged))
     return hit1 / n, hit10 / n, mrr / n
 
 
@@ -120,7 +123,9 @@ def main():
         row(f"hybrid {f}", ["--retriever", "hybrid", "--fusion", f])
 
     n = len(rows[0][1]) if rows else 0
-    print(f"\n{n} queries, index {os.path.basename(args.index)}\n")
+    judged = sum(1 for qid in rows[0][1] if qrels.get(qid)) if rows else 0
+    unjudged = f" ({n - judged} without a relevant document, not counted)" if judged < n else ""
+    print(f"\n{judged} queries{unjudged}, index {os.path.basename(args.index)}\n")
     print("| search | hit@1 | hit@10 | MRR@10 | top-10 overlap with dense exact | "
           "search ms (median, after embed) |")
     print("| --- | --- | --- | --- | --- | --- |")
