@@ -30,7 +30,7 @@ pub struct Document {
 
 /// One corpus line: `{"id", "title", "text"}`, or a BEIR corpus line as published
 /// (`{"_id", "title", "text", "metadata"}`; the metadata is not indexed). Any other field
-/// is refused: a misspelt "txt" must not build an index of empty passages.
+/// is refused, not dropped: text in a "body" field would otherwise never be searched.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct JsonDoc {
