@@ -83,17 +83,7 @@ def passages(path, chunk_words, overlap):
         title, text = d.get("title") or "", d["text"]
         spans = [m.span() for m in SPANS.finditer(text)]
         n = len(spans)
-        if chunk_words == 0 or n <= chunk_words:
-            windows = [(0, n)]
-        else:
-            windows, start = [], 0
-            while True:
-                end = min(start + chunk_words, n)
-                windows.append((start, end))
-                if end == n:
-                    break
-                start += chunk_words - overlap
-        for s, e in windows:
+        for s, e in dataset.windows(n, chunk_words, overlap):
             body = text[spans[s][0]:spans[e - 1][1]] if n else ""
             yield str(d["id"]), f"{title}\n{body}" if title else body
 

@@ -51,3 +51,18 @@ def records(path):
                 if "id" not in r and "_id" in r:
                     r["id"] = r["_id"]
                 yield r
+
+
+def windows(n, chunk_words, overlap):
+    """(start, end) word ranges of a document of `n` words, cut as build-index cuts it
+    (tools/build-index/src/corpus.rs): whole when it fits in `chunk_words` (or that is
+    0), else windows of `chunk_words` words sharing `overlap`."""
+    if chunk_words == 0 or n <= chunk_words:
+        return [(0, n)]
+    out, start = [], 0
+    while True:
+        end = min(start + chunk_words, n)
+        out.append((start, end))
+        if end == n:
+            return out
+        start += chunk_words - overlap

@@ -61,6 +61,9 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dataset  # noqa: E402
+
 KS = (1, 10)
 TOP_FUSE = 100
 RRF_K = 60
@@ -112,18 +115,7 @@ def chunk(docs, chunk_words=180, overlap=20):
         text = d["text"]
         spans = word_spans(text)
         n = len(spans)
-        if chunk_words == 0 or n <= chunk_words:
-            windows = [(0, n)]
-        else:
-            stride = chunk_words - overlap
-            windows, start = [], 0
-            while True:
-                end = min(start + chunk_words, n)
-                windows.append((start, end))
-                if end == n:
-                    break
-                start += stride
-        for k, (s, e) in enumerate(windows):
+        for k, (s, e) in enumerate(dataset.windows(n, chunk_words, overlap)):
             body = "" if n == 0 else text[spans[s][0]:spans[e - 1][1]]
             out.append((str(d["id"]), k, d.get("title") or "", body))
     return out
