@@ -807,14 +807,14 @@ pub fn train<E: Embed>(
         workers,
         progress,
     };
-    let (typed, streamed, sim_work, bound) = match calibration.filter(|r| !r.is_empty()) {
+    let (typed, streamed, typed_questions, bound) = match calibration.filter(|r| !r.is_empty()) {
         Some(recs) => {
             let points = replay_streams(index, &grid, &relevance, qrels, recs, &make_embedder)?;
             // No more finals embedded after end of speech than the fixed rule: the
             // same share of finals waits for an embed, so the latency percentiles are
             // the fixed rule's.
             let bound = points[0].final_embedded;
-            (Vec::new(), points, recs.len(), bound)
+            (Vec::new(), points, 0, bound)
         }
         None => {
             let sim_work: Vec<usize> = (0..n).step_by(2).collect();
@@ -867,7 +867,7 @@ pub fn train<E: Embed>(
         features: names.iter().map(|s| s.to_string()).collect(),
         weights,
         typed,
-        typed_questions: if streamed.is_empty() { sim_work } else { 0 },
+        typed_questions,
         streams: streamed,
         threshold: chosen,
         conditions_met,
