@@ -51,9 +51,7 @@ const SEED: u64 = 0x00b2_5eed;
 /// Part of the cache file names: change it when the section layout changes.
 const CACHE_TAG: &str = "bitpacked1";
 
-const WORDS: AnalyzerSpec = AnalyzerSpec {
-    kind: AnalyzerKind::Words,
-};
+const WORDS: AnalyzerSpec = AnalyzerSpec::new(AnalyzerKind::Words);
 
 struct Zipf {
     words: Vec<String>,

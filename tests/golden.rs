@@ -1,8 +1,11 @@
 //! The committed golden indexes must keep opening and searching the same way, and the
 //! writer must keep producing the current one byte for byte: a format change cannot slip by.
 //!
-//! - `golden-v2.idx` (current format): dense part + lexical section (default analyzer,
-//!   char 4-grams, BM25 1.2 / 0.75). Reproduced byte for byte, searched both ways.
+//! - `golden-v3.idx` (current format): dense part + lexical section (default analyzer,
+//!   char 4-grams, BM25 1.2 / 0.75, word rules version 2: Latin diacritics folded).
+//!   Reproduced byte for byte, searched both ways.
+//! - `golden-v2.idx` (format 2, analyzer version 1: no folding): must still open and
+//!   search both ways, its queries cut by its own rules.
 //! - `golden-v1.idx` (written by format v1, before the lexical section): must still open,
 //!   verify and search dense, with no lexical section.
 //!
@@ -14,11 +17,12 @@ mod common;
 
 use primd::embed::{DIM, Embed, HashEmbedder};
 use primd::index::{FORMAT_VERSION, Index, IndexMeta, PassageRecord, write_index};
-use primd::lexical::{Bm25, DEFAULT_ANALYZER, LexicalSearcher};
+use primd::lexical::{AnalyzerSpec, Bm25, DEFAULT_ANALYZER, LexicalSearcher, WordRules};
 use primd::search::{Hits, Query, Searcher};
 
 const GOLDEN_V1: &str = "golden-v1.idx";
-const GOLDEN: &str = "golden-v2.idx";
+const GOLDEN_V2: &str = "golden-v2.idx";
+const GOLDEN: &str = "golden-v3.idx";
 
 fn corpus() -> (Vec<PassageRecord>, Vec<f32>) {
     common::embed_corpus(&common::data("golden-corpus.jsonl"), &mut HashEmbedder)
@@ -48,7 +52,7 @@ fn writer_reproduces_the_golden_file_byte_for_byte() {
         "the writer no longer produces {GOLDEN}: a format change needs a new FORMAT_VERSION \
          (now {FORMAT_VERSION}) and a new golden file"
     );
-    assert_eq!(FORMAT_VERSION, 2, "{GOLDEN} is the golden file of format 2");
+    assert_eq!(FORMAT_VERSION, 3, "{GOLDEN} is the golden file of format 3");
 }
 
 /// Opens, verifies and searches (dense) a golden file; the same answers in every version.
@@ -94,13 +98,21 @@ fn open_and_search_dense(name: &str) -> Index {
     index
 }
 
-#[test]
-fn golden_index_opens_verifies_and_searches() {
-    let index = open_and_search_dense(GOLDEN);
+/// Opens a golden file with a lexical section and searches it lexically (misspelt
+/// queries); returns the best passage for "creme brulee", the unicode passage's words
+/// without their accents.
+fn open_and_search_lexical(name: &str, rules: WordRules) -> Option<String> {
+    let index = open_and_search_dense(name);
     let lex = index
         .lexical()
-        .expect("a v2 golden file has a lexical section");
-    assert_eq!(lex.spec(), &DEFAULT_ANALYZER);
+        .expect("the golden file has a lexical section");
+    assert_eq!(
+        lex.spec(),
+        &AnalyzerSpec {
+            rules,
+            ..DEFAULT_ANALYZER
+        }
+    );
     assert_eq!(lex.bm25(), Bm25 { k1: 1.2, b: 0.75 });
     assert_eq!(lex.doc_count(), index.len());
     let mut searcher = LexicalSearcher::new();
@@ -122,6 +134,25 @@ fn golden_index_opens_verifies_and_searches() {
     }
     searcher.search(&lex, "zzzz qqqq", "", 0.0, 3, &mut hits);
     assert!(hits.is_empty());
+    searcher.search(&lex, "creme brulee", "", 0.0, 3, &mut hits);
+    hits.first()
+        .map(|h| index.passage(h.index as usize).unwrap().id.to_string())
+}
+
+#[test]
+fn golden_index_opens_verifies_and_searches() {
+    let best = open_and_search_lexical(GOLDEN, WordRules::V2);
+    // Version-2 rules fold "Crème brûlée" to "creme brulee": the recognizer's spelling.
+    assert_eq!(best.as_deref(), Some("unicode"));
+}
+
+#[test]
+fn golden_v2_index_still_opens_and_searches_by_its_own_word_rules() {
+    let best = open_and_search_lexical(GOLDEN_V2, WordRules::V1);
+    // Analyzer version 1 kept the accents: no 4-gram of "creme brulee" is in the passage.
+    assert_ne!(best.as_deref(), Some("unicode"));
+    let bytes = std::fs::read(common::data(GOLDEN_V2)).unwrap();
+    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 2);
 }
 
 #[test]

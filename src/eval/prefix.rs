@@ -95,6 +95,7 @@ pub fn replay<E: Embed>(
 ) -> anyhow::Result<Vec<PrefixOutcome>> {
     let mut out = PrefixOutcome::default();
     let mut normalizer = Normalizer::new(cfg.fillers.iter().map(String::as_str));
+    normalizer.set_rules(index.word_rules());
     let mut ids: HashMap<String, u32> = HashMap::new();
     let mut unique: Vec<String> = Vec::new();
     // Per kept query: its record's fixed part, relevant documents, prefix ids.

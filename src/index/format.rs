@@ -17,8 +17,10 @@
 
 /// First 8 bytes of every index file.
 pub const MAGIC: [u8; 8] = *b"PRIMDIX\0";
-/// The format version this code writes, and the newest one it knows.
-pub const FORMAT_VERSION: u32 = 2;
+/// The format version this code writes, and the newest one it knows. 3: the same layout as
+/// 2, with the lexical section analysed by the version-2 word rules (Latin diacritics
+/// folded), which a format-2 reader would apply wrongly.
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format version this reader still accepts.
 pub const OLDEST_SUPPORTED: u32 = 1;
 
@@ -26,11 +28,15 @@ pub const OLDEST_SUPPORTED: u32 = 1;
 /// file (bytes 0..16) and of the tokenizer file (16..32).
 pub type Fingerprint = [u8; 32];
 
-/// `min_reader_version` written into new files: the oldest reader able to read them. Still 1
-/// in format v2: a v1 reader finds every v1 field where it was, ignores the lexical
-/// section's table entry (reserved bytes to it) and the section itself (between the blob
-/// and the footer), so it reads a v2 file as the dense index it also is.
+/// `min_reader_version` written into new files without a lexical section: the oldest
+/// reader able to read them. Still 1: a v1 reader finds every v1 field where it was,
+/// ignores the lexical section's table entry (reserved bytes to it) and the section
+/// itself (between the blob and the footer).
 pub(crate) const MIN_READER_VERSION: u32 = 1;
+/// `min_reader_version` of a file with a lexical section: a format-2 reader knows only
+/// analyzer version 1 and would refuse the section as corrupt, a v1 reader would search
+/// dense only without a word; both say "built by a newer primd" instead.
+pub(crate) const MIN_READER_WITH_LEXICAL: u32 = 3;
 /// Last 16 bytes of the file start with the CRC and then this.
 pub(crate) const FOOTER_MAGIC: [u8; 8] = *b"PRIMDEND";
 /// Fixed header size; the first section starts right after it.

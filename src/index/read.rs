@@ -35,7 +35,7 @@ use super::format::{
     SEC_CODES, SEC_LEXICAL, SEC_OFFSETS, SEC_SCALES, SEC_VECTORS, SECTION_COUNT, SECTION_NAMES,
     Section, align_up, decode_record, expected_lengths,
 };
-use crate::lexical::Lexical;
+use crate::lexical::{Lexical, WordRules};
 
 /// An open, validated, memory-mapped index.
 pub struct Index {
@@ -391,6 +391,13 @@ impl Index {
             return None;
         }
         Lexical::parse(&self.map[self.sections[SEC_LEXICAL].clone()]).ok()
+    }
+
+    /// The word rules a query of this index must be cut by: its lexical section's (the
+    /// analyzer version it was built with), the current ones without a section.
+    pub fn word_rules(&self) -> WordRules {
+        self.lexical()
+            .map_or(WordRules::default(), |l| l.spec().rules)
     }
 
     pub fn path(&self) -> &Path {
@@ -964,9 +971,7 @@ mod tests {
 
         let words = WriteOptions {
             lexical: Some((
-                AnalyzerSpec {
-                    kind: AnalyzerKind::Words,
-                },
+                AnalyzerSpec::new(AnalyzerKind::Words),
                 Bm25 { k1: 0.8, b: 0.3 },
             )),
         };
@@ -979,9 +984,7 @@ mod tests {
         );
         let bad = WriteOptions {
             lexical: Some((
-                AnalyzerSpec {
-                    kind: AnalyzerKind::CharNgrams { n: 9 },
-                },
+                AnalyzerSpec::new(AnalyzerKind::CharNgrams { n: 9 }),
                 Bm25::default(),
             )),
         };
@@ -992,13 +995,15 @@ mod tests {
 
     #[test]
     fn a_v1_reader_view_of_a_v2_file() {
-        // What a v1 reader does with a v2 file: min_reader_version is 1, the lexical entry is
-        // in its reserved bytes and the section sits between the blob and the footer, which
-        // v1 allows. Here: a v2 file relabelled as format 1 opens dense-only, the same way.
+        // What a v1 reader does with a format-2 file: min_reader_version is 1, the lexical
+        // entry is in its reserved bytes and the section sits between the blob and the
+        // footer, which v1 allows. Here: a file relabelled as format 1 opens dense-only,
+        // the same way. (A file with a lexical section now asks for a format-3 reader.)
         let dir = tempfile::tempdir().unwrap();
         let (p, _, _) = build(dir.path(), 9, 16, 22);
         let mut b = std::fs::read(&p).unwrap();
-        assert_eq!(u32::from_le_bytes(b[12..16].try_into().unwrap()), 1);
+        assert_eq!(u32::from_le_bytes(b[12..16].try_into().unwrap()), 3);
+        put_u32(&mut b, OFF_MIN_READER_VERSION, 1);
         put_u32(&mut b, OFF_FORMAT_VERSION, 1);
         let ix = open_bytes(dir.path(), &b).unwrap();
         assert!(ix.lexical().is_none());

@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 use super::error::IndexError;
 use super::format::{
     ALIGN, FOOTER_MAGIC, FORMAT_VERSION, Header, IndexMeta, MAGIC, MAX_DIM, MIN_DIM,
-    MIN_READER_VERSION, PassageRecord, SEC_BLOB, SEC_LEXICAL, encode_record, layout, quantize_i8,
-    record_len, sign_code,
+    MIN_READER_VERSION, MIN_READER_WITH_LEXICAL, PassageRecord, SEC_BLOB, SEC_LEXICAL,
+    encode_record, layout, quantize_i8, record_len, sign_code,
 };
 use crate::lexical::{self, AnalyzerSpec, Bm25, DEFAULT_ANALYZER};
 
@@ -146,7 +146,11 @@ pub fn write_index_with(
     let header = Header {
         magic: MAGIC,
         format_version: FORMAT_VERSION,
-        min_reader_version: MIN_READER_VERSION,
+        min_reader_version: if lexical.is_empty() {
+            MIN_READER_VERSION
+        } else {
+            MIN_READER_WITH_LEXICAL
+        },
         count: count as u64,
         meta: meta.clone(),
         sections,

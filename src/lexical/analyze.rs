@@ -20,12 +20,34 @@
 //! text, the character offsets and the term bytes live in [`Analyzer`]'s buffers.
 
 use super::{AnalyzerKind, AnalyzerSpec};
-use crate::stream::normalize::lower_words;
+use crate::stream::normalize::{WordRules, lower_words};
 
-/// Version of the analysis rules (word split + n-gram cutting). Recorded in the lexical
-/// section; raise it when the rules change, so an index built with other rules is refused
-/// instead of silently matching nothing.
-pub const ANALYZER_VERSION: u32 = 1;
+/// Version of the analysis rules (word split + n-gram cutting) that new indexes are built
+/// with. Recorded in the lexical section; raise it when the rules change, and keep
+/// analysing an older index's queries by its own version's rules ([`WordRules`]).
+/// 1: lower case, letters/digits/inner apostrophes; 2: also Latin diacritics folded and
+/// typographic apostrophes read as `'`.
+pub const ANALYZER_VERSION: u32 = 2;
+
+/// The oldest analysis rules a reader still applies.
+pub const OLDEST_ANALYZER_VERSION: u32 = 1;
+
+/// The word rules of analyzer version `v`, if this primd knows it.
+pub(crate) fn word_rules(v: u32) -> Option<WordRules> {
+    match v {
+        1 => Some(WordRules::V1),
+        2 => Some(WordRules::V2),
+        _ => None,
+    }
+}
+
+/// The analyzer version whose word rules are `rules`.
+pub(crate) fn analyzer_version(rules: WordRules) -> u32 {
+    match rules {
+        WordRules::V1 => 1,
+        WordRules::V2 => 2,
+    }
+}
 
 /// The word-boundary mark of character n-grams. Never inside a word (words are
 /// letters, digits and apostrophes), so `_ab` can only be a word start.
@@ -48,7 +70,7 @@ impl Analyzer {
     /// Calls `f` with each term of `text` (UTF-8 bytes), in text order, repeats included.
     pub fn analyze(&mut self, spec: &AnalyzerSpec, text: &str, mut f: impl FnMut(&[u8])) {
         self.lowered.clear();
-        lower_words(text, &mut self.lowered);
+        lower_words(text, spec.rules, &mut self.lowered);
         let Analyzer {
             lowered,
             bounds,
@@ -134,14 +156,10 @@ mod tests {
         out
     }
 
-    const WORDS: AnalyzerSpec = AnalyzerSpec {
-        kind: AnalyzerKind::Words,
-    };
+    const WORDS: AnalyzerSpec = AnalyzerSpec::new(AnalyzerKind::Words);
 
     fn grams(n: u8) -> AnalyzerSpec {
-        AnalyzerSpec {
-            kind: AnalyzerKind::CharNgrams { n },
-        }
+        AnalyzerSpec::new(AnalyzerKind::CharNgrams { n })
     }
 
     #[test]
@@ -168,7 +186,13 @@ mod tests {
         assert_eq!(terms(grams(5), "the"), ["_the_"]);
         assert_eq!(terms(grams(4), "the"), ["_the", "the_"]);
         // chars, not bytes
-        assert_eq!(terms(grams(3), "Über"), ["_üb", "übe", "ber", "er_"]);
+        let v1 = AnalyzerSpec {
+            rules: WordRules::V1,
+            ..grams(3)
+        };
+        assert_eq!(terms(v1, "Über"), ["_üb", "übe", "ber", "er_"]);
+        // version-2 word rules fold the diacritic first
+        assert_eq!(terms(grams(3), "Über"), ["_ub", "ube", "ber", "er_"]);
         assert_eq!(terms(grams(3), "模型"), ["_模型", "模型_"]);
         assert_eq!(terms(grams(4), "模型"), ["_模型_"]);
         assert_eq!(

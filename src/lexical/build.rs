@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::analyze::{ANALYZER_VERSION, Analyzer};
+use super::analyze::{Analyzer, analyzer_version};
 use super::format::{
     BLOCK, BlockEntry, LEX_ALIGN, LEX_HEADER, LEX_MAGIC, LEX_VERSION, LexHeader, NGRAM_RANGE,
     SUB_COUNT, SUB_DOCLENS, SUB_FST, SUB_POSTINGS, SUB_TERMS, Scorer, TERM_RECORD, TermRecord,
@@ -203,7 +203,7 @@ pub fn build(
     let header = LexHeader {
         magic: LEX_MAGIC,
         version: LEX_VERSION,
-        analyzer_version: ANALYZER_VERSION,
+        analyzer_version: analyzer_version(spec.rules),
         kind,
         n,
         bm25,

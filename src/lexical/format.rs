@@ -13,7 +13,7 @@
 //! - scores are computed by one function ([`Scorer`]) on both sides, so the stored upper
 //!   bounds are exact bounds of what the searcher computes.
 
-use super::{AnalyzerKind, AnalyzerSpec, Bm25};
+use super::{AnalyzerKind, AnalyzerSpec, Bm25, WordRules};
 
 /// First 8 bytes of the lexical section.
 pub(crate) const LEX_MAGIC: [u8; 8] = *b"PRIMDLEX";
@@ -74,16 +74,13 @@ pub(crate) fn encode_spec(spec: &AnalyzerSpec) -> (u8, u8) {
     }
 }
 
-pub(crate) fn decode_spec(kind: u8, n: u8) -> Result<AnalyzerSpec, String> {
-    match (kind, n) {
-        (KIND_WORDS, 0) => Ok(AnalyzerSpec {
-            kind: AnalyzerKind::Words,
-        }),
-        (KIND_CHAR_NGRAMS, n) if NGRAM_RANGE.contains(&n) => Ok(AnalyzerSpec {
-            kind: AnalyzerKind::CharNgrams { n },
-        }),
-        _ => Err(format!("unknown analyzer (kind {kind}, n {n})")),
-    }
+pub(crate) fn decode_spec(kind: u8, n: u8, rules: WordRules) -> Result<AnalyzerSpec, String> {
+    let kind = match (kind, n) {
+        (KIND_WORDS, 0) => AnalyzerKind::Words,
+        (KIND_CHAR_NGRAMS, n) if NGRAM_RANGE.contains(&n) => AnalyzerKind::CharNgrams { n },
+        _ => return Err(format!("unknown analyzer (kind {kind}, n {n})")),
+    };
+    Ok(AnalyzerSpec { kind, rules })
 }
 
 /// The decoded lexical header. `decode` does no semantic checks (the reader's job).
@@ -488,11 +485,11 @@ mod tests {
         };
         assert_eq!(LexHeader::decode(&h.encode()), h);
         for (kind, n) in [(0u8, 0u8), (1, 3), (1, 4), (1, 5)] {
-            let s = decode_spec(kind, n).unwrap();
+            let s = decode_spec(kind, n, WordRules::V1).unwrap();
             assert_eq!(encode_spec(&s), (kind, n));
         }
         for (kind, n) in [(0u8, 1u8), (1, 2), (1, 6), (2, 0)] {
-            assert!(decode_spec(kind, n).is_err());
+            assert!(decode_spec(kind, n, WordRules::V2).is_err());
         }
     }
 }

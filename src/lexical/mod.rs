@@ -26,6 +26,7 @@ mod search;
 use std::fmt;
 use std::str::FromStr;
 
+pub use crate::stream::normalize::WordRules;
 pub use analyze::{ANALYZER_VERSION, Analyzer};
 pub use build::{build, check_params};
 pub use format::{BLOCK, NGRAM_RANGE, idf};
@@ -54,17 +55,29 @@ pub enum AnalyzerKind {
     CharNgrams { n: u8 },
 }
 
-/// The analyzer an index was built with (recorded in the index).
+/// The analyzer an index was built with (recorded in the index: the kind, and the word
+/// rules as the analyzer version).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AnalyzerSpec {
     pub kind: AnalyzerKind,
+    /// How text is cut into words before the terms are made: the current rules for a new
+    /// index, an older index's own.
+    pub rules: WordRules,
+}
+
+impl AnalyzerSpec {
+    /// `kind` under the current word rules (what `build-index` writes).
+    pub const fn new(kind: AnalyzerKind) -> Self {
+        AnalyzerSpec {
+            kind,
+            rules: WordRules::V2,
+        }
+    }
 }
 
 /// The default analyzer of `build-index`: char 4-grams (best of words and 3/4/5-grams on
 /// the dev set's typed questions and recognizer finals in the reference run).
-pub const DEFAULT_ANALYZER: AnalyzerSpec = AnalyzerSpec {
-    kind: AnalyzerKind::CharNgrams { n: 4 },
-};
+pub const DEFAULT_ANALYZER: AnalyzerSpec = AnalyzerSpec::new(AnalyzerKind::CharNgrams { n: 4 });
 
 /// `words`, `char3`, `char4`, `char5`: the names `build-index --analyzer` takes.
 impl fmt::Display for AnalyzerSpec {
@@ -91,7 +104,7 @@ impl FromStr for AnalyzerSpec {
                 }
             },
         };
-        Ok(AnalyzerSpec { kind })
+        Ok(AnalyzerSpec::new(kind))
     }
 }
 

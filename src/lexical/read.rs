@@ -18,7 +18,7 @@
 
 use std::fmt;
 
-use super::analyze::ANALYZER_VERSION;
+use super::analyze::{ANALYZER_VERSION, OLDEST_ANALYZER_VERSION, word_rules};
 use super::build::check_params;
 use super::format::{
     BLOCK, BLOCK_ENTRY, BlockEntry, LEX_ALIGN, LEX_HEADER, LEX_MAGIC, LEX_VERSION, LexHeader,
@@ -139,14 +139,14 @@ impl<'a> Lexical<'a> {
                 h.version
             ));
         }
-        if h.analyzer_version != ANALYZER_VERSION {
+        let Some(rules) = word_rules(h.analyzer_version) else {
             return Err(format!(
-                "analyzer version {} (this primd analyses text with version \
-                 {ANALYZER_VERSION})",
+                "analyzer version {} (this primd analyses text with versions \
+                 {OLDEST_ANALYZER_VERSION}..={ANALYZER_VERSION})",
                 h.analyzer_version
             ));
-        }
-        let spec = decode_spec(h.kind, h.n)?;
+        };
+        let spec = decode_spec(h.kind, h.n, rules)?;
         check_params(&spec, h.bm25)?;
         let doc_count = usize::try_from(h.doc_count)
             .ok()

@@ -10,14 +10,10 @@ use crate::index::PassageRecord;
 use crate::index::test_support::XorShift;
 use crate::search::Hits;
 
-const WORDS: AnalyzerSpec = AnalyzerSpec {
-    kind: AnalyzerKind::Words,
-};
+const WORDS: AnalyzerSpec = AnalyzerSpec::new(AnalyzerKind::Words);
 
 fn char_ngrams(n: u8) -> AnalyzerSpec {
-    AnalyzerSpec {
-        kind: AnalyzerKind::CharNgrams { n },
-    }
+    AnalyzerSpec::new(AnalyzerKind::CharNgrams { n })
 }
 
 fn passage(i: usize, title: &str, text: &str) -> PassageRecord {

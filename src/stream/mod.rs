@@ -285,8 +285,11 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         cfg: StreamConfig,
         embedder: E,
         searcher: HybridSearcher<'i>,
-        normalizer: Normalizer,
+        mut normalizer: Normalizer,
     ) -> Self {
+        // The partial is normalised once, and that text is what the lexical query
+        // analyses: it must be cut by the index's word rules.
+        normalizer.set_rules(searcher.index().word_rules());
         StreamingRetriever {
             cfg,
             embedder,

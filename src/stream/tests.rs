@@ -371,6 +371,39 @@ fn the_test_index_has_a_lexical_section() {
 }
 
 #[test]
+fn a_recognizers_plain_spelling_finds_the_accented_passage() {
+    // A clean corpus keeps accents and typographic apostrophes; an English recognizer
+    // writes neither. The partial is normalised by the index's word rules (version 2
+    // folds both), so its lexical query still matches every n-gram of the names.
+    let dir = tempfile::tempdir().unwrap();
+    let index = crate::testing::hash_index(
+        dir.path(),
+        &[
+            ("chopin", "Frédéric Chopin’s études were written in Łódź"),
+            ("timer", "set a timer for ten minutes in the kitchen"),
+            ("lights", "turn off the kitchen lights"),
+        ],
+    );
+    let mut r = retriever(&index, hybrid_cfg(Retriever::Lexical));
+    r.observe("who wrote frederic chopin's etudes").unwrap();
+    let first = lexical_ids(&index, &r);
+    assert_eq!(first.first().map(String::as_str), Some("chopin"));
+    let out = r
+        .finalize("Who wrote Frederic Chopin's etudes in Lodz?")
+        .unwrap();
+    assert_eq!(top_id(&index, &out), "chopin");
+    // Every n-gram of the folded query is in the passage: its BM25 is that of the
+    // passage's own (accented, curly) spelling.
+    let mut lex = crate::lexical::LexicalSearcher::new();
+    let mut plain = crate::search::Hits::new();
+    let mut accented = crate::search::Hits::new();
+    let section = index.lexical().unwrap();
+    lex.search(&section, "frederic chopin's", "", 0.0, 3, &mut plain);
+    lex.search(&section, "Frédéric Chopin’s", "", 0.0, 3, &mut accented);
+    assert_eq!(plain, accented);
+}
+
+#[test]
 fn a_repeated_partial_costs_no_query_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let index = index(dir.path());

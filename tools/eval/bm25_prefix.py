@@ -42,8 +42,8 @@ WORD = re.compile(r"[^\W_]+(?:'[^\W_]*)*")
 
 
 def words(text):
-    """primd's normalisation (src/stream/normalize.rs), fillers aside."""
-    return WORD.findall(text.lower())
+    """primd's normalisation (src/stream/normalize.rs, word rules version 2), fillers aside."""
+    return WORD.findall(dataset.fold(text).lower())
 
 
 def qtype(text):

@@ -8,6 +8,7 @@ command runs on this project's dev set or on any other corpus laid out alike.
 
 import json
 import os
+import unicodedata
 
 FILES = {
     "corpus": "corpus.jsonl",
@@ -66,3 +67,35 @@ def windows(n, chunk_words, overlap):
         if end == n:
             return out
         start += chunk_words - overlap
+
+
+# Letters without a canonical decomposition, and their usual spellings (src/stream/normalize.rs).
+_FOLD_SPECIAL = {"ß": "ss", "ẞ": "ss", "æ": "ae", "Æ": "ae", "œ": "oe", "Œ": "oe", "þ": "th",
+                 "Þ": "th", "ø": "o", "Ø": "o", "ł": "l", "Ł": "l", "đ": "d", "Đ": "d",
+                 "ð": "d", "Ð": "d", "ı": "i"}
+
+
+def _latin(c):
+    o = ord(c)
+    return 0xC0 <= o <= 0x24F or 0x1E00 <= o <= 0x1EFF
+
+
+def fold(text):
+    """primd's word rules version 2 before the word split (src/stream/normalize.rs): Latin
+    letters with diacritics folded to their base letters, a combining mark after a Latin
+    letter dropped, typographic apostrophes read as "'". Other scripts are left alone."""
+    out = []
+    for c in text:
+        if c in "\u2019\u2018\u02bc":
+            out.append("'")
+        elif c in _FOLD_SPECIAL:
+            out.append(_FOLD_SPECIAL[c])
+        elif _latin(c):
+            out.append("".join(d for d in unicodedata.normalize("NFD", c)
+                               if not unicodedata.category(d).startswith("M")))
+        elif (unicodedata.category(c).startswith("M") and out and out[-1]
+              and (out[-1][-1].isascii() or _latin(out[-1][-1]))):
+            continue
+        else:
+            out.append(c)
+    return "".join(out)

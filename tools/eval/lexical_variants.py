@@ -132,9 +132,10 @@ def passage_text(title, text):
 
 
 def lower_words(text):
-    """Lower-cased words: alphanumerics, and apostrophes inside a word; the rest splits."""
+    """Lower-cased words: alphanumerics, and apostrophes inside a word; the rest splits
+    (after primd's version-2 folding: Latin diacritics, typographic apostrophes)."""
     words, cur, in_word = [], [], False
-    for c in text:
+    for c in dataset.fold(text):
         if c.isalnum() or (c == "'" and in_word):
             in_word = True
             cur.append(c.lower())
