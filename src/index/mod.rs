@@ -1,5 +1,5 @@
-//! The on-disk index, format v3 (v1 and v2 still read): written once by the offline `build-index` tool, memory-mapped
-//! read-only by the daemon.
+//! The on-disk index, format v3 (v1 and v2 still read): written once by the offline
+//! `build-index` tool, memory-mapped read-only by the daemon.
 //!
 //! Per passage the index holds a 1-bit sign code of its embedding (for the fast speculative
 //! scan while the user is still speaking), an int8 vector with one `f32` scale (to rerank the
