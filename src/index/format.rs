@@ -1,6 +1,7 @@
 //! The byte layout of index format v3 (v2's, with analyzer version 2 in the lexical
-//! section): constants, the fixed header, the passage record, and the quantisers that turn float vectors into the stored codes. (The lexical section has
-//! its own layout, in `lexical::format`; here it is one more section of the table.)
+//! section): constants, the fixed header, the passage record, and the quantisers that
+//! turn float vectors into the stored codes. (The lexical section has its own layout, in
+//! `lexical::format`; here it is one more section of the table.)
 //!
 //! This file is the single source of truth for the layout; `index/FORMAT.md` describes the
 //! same thing for humans and must change with it. Invariants the rest of the module relies on:
