@@ -19,6 +19,7 @@
 //!     cargo bench --bench lexical                     # 2.4k, 100k (+ Spoken-SQuAD)
 //!     PRIMD_BENCH_1M=1 cargo bench --bench lexical    # + 1M
 //!     PRIMD_BENCH_QUICK=1 ...                         # char4 queries only (no build cost, no words)
+//!     PRIMD_BENCH_SIZES=100000 ...                    # only these synthetic sizes ("": none)
 //!     PRIMD_BENCH_INDEX=ss.idx PRIMD_BENCH_QUERIES=queries.jsonl ...
 //!         # + an index built by build-index (its own lexical section, exactly what primd
 //!         # serves) and every "text" of a query JSONL: the same corpus and questions a
@@ -188,8 +189,13 @@ fn bench_queries(
     let spec = lex.spec().to_string();
     for k in [K, 10] {
         let mut sum = [0f64; 7];
+        // Each query timed on its own (the peer, bm25_peer.py, reports per-query medians:
+        // criterion's figure below is a mean over a cycle of queries).
+        let mut lat: Vec<f64> = Vec::with_capacity(queries.len());
         for q in queries {
+            let t = std::time::Instant::now();
             searcher.search(lex, q, "", 0.0, k, &mut hits);
+            lat.push(t.elapsed().as_secs_f64() * 1e6);
             let s = searcher.stats();
             let skipped = f64::from(s.skipped_windows) / f64::from(s.windows.max(1));
             for (a, x) in sum.iter_mut().zip([
@@ -204,9 +210,12 @@ fn bench_queries(
                 *a += x / queries.len() as f64;
             }
         }
+        lat.sort_by(f64::total_cmp);
+        let pct = |p: f64| lat.get(((lat.len() as f64 - 1.0) * p) as usize).copied();
         eprintln!(
             "{group} {spec} top-{k}: per query {:.0} terms, {:.0} postings, MaxScore scored \
-             {:.0} ({:.0}%), {:.0} candidates, {:.0} probes, {:.0} windows ({:.0}% skipped)",
+             {:.0} ({:.0}%), {:.0} candidates, {:.0} probes, {:.0} windows ({:.0}% skipped); \
+             one pass, each query timed: p50 {:.1} µs, p90 {:.1} µs",
             sum[0],
             sum[1],
             sum[2],
@@ -214,7 +223,9 @@ fn bench_queries(
             sum[3],
             sum[4],
             sum[6],
-            100.0 * sum[5]
+            100.0 * sum[5],
+            pct(0.5).unwrap_or(0.0),
+            pct(0.9).unwrap_or(0.0),
         );
     }
     let mut i = 0;
@@ -467,6 +478,14 @@ fn lexical(c: &mut Criterion) {
     if std::env::var_os("PRIMD_BENCH_1M").is_some() {
         sizes.push(1_000_000);
     }
+    // PRIMD_BENCH_SIZES=100000 (comma-separated; empty: none) replaces the list, for
+    // A/B runs of one size without building the others.
+    if let Ok(list) = std::env::var("PRIMD_BENCH_SIZES") {
+        sizes = list
+            .split(',')
+            .filter_map(|s| s.trim().parse().ok())
+            .collect();
+    }
     for &n in &sizes {
         let (passages, queries) = corpus(n);
         let name = if n >= 1_000_000 {
@@ -481,20 +500,21 @@ fn lexical(c: &mut Criterion) {
         if n <= 100_000 && std::env::var_os("PRIMD_BENCH_QUICK").is_none() {
             build_cost(&passages);
             let words = section(n, &WORDS, &passages);
-            bench_queries(c, &name, &Lexical::open(&words).unwrap(), &queries, true);
+            let norms = Lexical::open(&words).unwrap().doc_norms();
+            let lex = Lexical::open(&words).unwrap().with_norms(&norms);
+            bench_queries(c, &name, &lex, &queries, true);
         }
         drop(passages);
-        bench_queries(c, &name, &Lexical::open(&char4).unwrap(), &queries, true);
+        // Norms precomputed, as an open `Index` serves the section.
+        let norms = Lexical::open(&char4).unwrap().doc_norms();
+        let lex = Lexical::open(&char4).unwrap().with_norms(&norms);
+        bench_queries(c, &name, &lex, &queries, true);
     }
     if let Some((passages, queries)) = spoken_squad() {
         let bytes = build(&passages, &DEFAULT_ANALYZER, Bm25::default()).unwrap();
-        bench_queries(
-            c,
-            "lexical_spoken_squad",
-            &Lexical::open(&bytes).unwrap(),
-            &queries,
-            true,
-        );
+        let norms = Lexical::open(&bytes).unwrap().doc_norms();
+        let lex = Lexical::open(&bytes).unwrap().with_norms(&norms);
+        bench_queries(c, "lexical_spoken_squad", &lex, &queries, true);
     }
 }
 

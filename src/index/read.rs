@@ -50,6 +50,9 @@ pub struct Index {
     sections: [Range<usize>; SECTION_COUNT],
     /// Whether the file has a (validated) lexical section.
     has_lexical: bool,
+    /// Its documents' BM25 length norms, computed once here so that no query computes
+    /// them per posting ([`Lexical::with_norms`]); empty without a lexical section.
+    norms: Box<[f32]>,
     /// Start of the footer = end of the CRC-covered bytes.
     footer: usize,
 }
@@ -168,6 +171,7 @@ impl Index {
             code_bytes: 0,
             sections: Default::default(),
             has_lexical: false,
+            norms: Box::default(),
             footer: 0,
             map,
         };
@@ -335,6 +339,7 @@ impl Index {
             )));
         }
 
+        let mut norms = Box::default();
         if has_lexical {
             let lex = Lexical::open(&bytes[sections[SEC_LEXICAL].clone()])
                 .map_err(|e| self.corrupt(format!("lexical section: {e}")))?;
@@ -344,11 +349,13 @@ impl Index {
                     lex.doc_count()
                 )));
             }
+            norms = lex.doc_norms();
         }
 
         self.dim = dim as usize;
         self.code_bytes = self.dim / 8;
         self.has_lexical = has_lexical;
+        self.norms = norms;
         self.count = count;
         self.meta = h.meta;
         self.sections = sections;
@@ -390,7 +397,9 @@ impl Index {
         if !self.has_lexical {
             return None;
         }
-        Lexical::parse(&self.map[self.sections[SEC_LEXICAL].clone()]).ok()
+        Lexical::parse(&self.map[self.sections[SEC_LEXICAL].clone()])
+            .ok()
+            .map(|l| l.with_norms(&self.norms))
     }
 
     /// The word rules a query of this index must be cut by: its lexical section's (the

@@ -40,6 +40,10 @@ pub struct Lexical<'a> {
     term_count: usize,
     total_len: u64,
     scorer: Scorer,
+    /// Each document's BM25 length norm, precomputed by whoever holds the section for
+    /// long (an open [`Index`](crate::index::Index)); empty: computed from the document
+    /// lengths at each use. Equal either way: both come from [`Scorer::norm`].
+    norms: &'a [f32],
     /// Size of the whole section.
     section_bytes: usize,
 }
@@ -201,8 +205,28 @@ impl<'a> Lexical<'a> {
             term_count,
             total_len: h.total_len,
             scorer: Scorer::new(h.bm25, avgdl(h.doc_count, h.total_len)),
+            norms: &[],
             section_bytes: bytes.len(),
         })
+    }
+
+    /// Every document's length norm ([`Scorer::norm`]), for [`with_norms`](Self::with_norms):
+    /// 4 bytes a document, computed once where the section is opened for long.
+    pub fn doc_norms(&self) -> Box<[f32]> {
+        (0..self.doc_count as u32)
+            .map(|d| self.scorer.norm(self.doc_len(d)))
+            .collect()
+    }
+
+    /// This view reading its length norms from `norms` ([`doc_norms`](Self::doc_norms) of
+    /// the same section) instead of computing them per posting: a load instead of a
+    /// bounds-checked read, a conversion and a multiply-add in the scoring loops. Ignored
+    /// unless there is one norm per document.
+    pub fn with_norms(mut self, norms: &'a [f32]) -> Self {
+        if norms.len() == self.doc_count {
+            self.norms = norms;
+        }
+        self
     }
 
     /// Number of documents (= passages of the index).
@@ -257,6 +281,15 @@ impl<'a> Lexical<'a> {
     #[inline]
     pub(crate) fn doc_len(&self, doc: u32) -> u32 {
         u32_at(self.doclens, doc as usize * 4).unwrap_or(0)
+    }
+
+    /// BM25 length norm of document `doc` ([`Scorer::norm`] of its length).
+    #[inline]
+    pub(crate) fn norm(&self, doc: u32) -> f32 {
+        match self.norms.get(doc as usize) {
+            Some(&n) => n,
+            None => self.scorer.norm(self.doc_len(doc)),
+        }
     }
 
     /// End of term `ord`'s postings: the next term's start, or the end of the postings.
@@ -422,6 +455,24 @@ impl<'a> Postings<'a> {
             if self.pos < self.len {
                 self.doc = self.docs[self.pos];
                 return;
+            }
+            self.load(self.block + 1);
+        }
+    }
+
+    /// Calls `f(docs, tfs)` for each block of the rest of the list, whole (documents
+    /// ascending, `tfs[i]` the frequency of `docs[i]` minus one): term at a time over a
+    /// whole list, with no end test per document. Leaves the cursor at [`END`].
+    #[inline]
+    pub fn for_each_block(&mut self, mut f: impl FnMut(&[u32], &[u32])) {
+        while self.doc != END {
+            if !self.tf_ready {
+                self.tf_ready = true;
+                unpack(self.tf_bytes, self.tf_width, &mut self.tfs[..self.len]);
+            }
+            let (start, len) = (self.pos, self.len.min(BLOCK));
+            if start < len {
+                f(&self.docs[start..len], &self.tfs[start..len]);
             }
             self.load(self.block + 1);
         }

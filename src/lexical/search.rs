@@ -31,7 +31,7 @@
 use std::collections::BinaryHeap;
 
 use super::analyze::Analyzer;
-use super::read::{END, Lexical, Postings};
+use super::read::{Lexical, Postings};
 use crate::search::{Hit, Hits, key_score, score_key};
 
 /// Above this many distinct query terms, plain term at a time: MaxScore's per-window
@@ -102,7 +102,6 @@ pub struct LexicalSearcher {
     cursors: Vec<Postings<'static>>,
     /// Term-at-a-time accumulators, one per document, all zero between searches.
     acc: Vec<f32>,
-    seen: Vec<bool>,
     top: TopScores,
     stats: SearchStats,
 }
@@ -128,7 +127,6 @@ impl LexicalSearcher {
             self.partials.capacity(),
             self.cursors.capacity(),
             self.acc.capacity(),
-            self.seen.capacity(),
             self.top.heap.capacity(),
         ]);
         c
@@ -261,34 +259,33 @@ impl LexicalSearcher {
         let n = lex.doc_count();
         if self.acc.len() < n {
             self.acc.resize(n, 0.0);
-            self.seen.resize(n, false);
         }
         let scorer = *lex.scorer();
         let mut p = Postings::new();
-        let (acc, seen) = (&mut self.acc[..n], &mut self.seen[..n]);
+        let acc = &mut self.acc[..n];
         for q in &self.terms {
             let Some(t) = lex.term(q.ord) else { continue };
             p.reset(&t, n);
-            p.for_each_below(END, |d, tf| {
-                let norm = scorer.norm(lex.doc_len(d));
-                let s = q.weight * scorer.score(q.idf, tf, norm);
-                // `d < n` by the cursor's contract; `get_mut` keeps a slip from panicking.
-                // No branch on "first time": the documents are collected by one pass
-                // over `seen` below (a list of touched documents cost a branch and a
-                // push per posting, more than that pass on a one-window corpus).
-                let d = d as usize;
-                if let (Some(a), Some(seen)) = (acc.get_mut(d), seen.get_mut(d)) {
-                    *seen = true;
-                    *a += s;
+            p.for_each_block(|docs, tfs| {
+                for (&d, &tf) in docs.iter().zip(tfs) {
+                    let norm = lex.norm(d);
+                    let s = q.weight * scorer.score(q.idf, tf.saturating_add(1), norm);
+                    // `d < n` by the cursor's contract; `get_mut` keeps a slip from
+                    // panicking.
+                    if let Some(a) = acc.get_mut(d as usize) {
+                        *a += s;
+                    }
                 }
             });
         }
         self.stats.scored = self.stats.postings;
         self.top.reset(k.min(out.capacity()));
-        for (d, (a, seen)) in acc.iter_mut().zip(seen.iter_mut()).enumerate() {
-            if *seen {
+        // Every contribution is > 0 (idf > 0, tf ≥ 1, weight > 0), so a document was
+        // touched exactly when its sum is: no separate "seen" mark per posting.
+        for (d, a) in acc.iter_mut().enumerate() {
+            if *a > 0.0 {
                 self.top.push(*a, d as u32);
-                (*a, *seen) = (0.0, false);
+                *a = 0.0;
             }
         }
         self.top.drain_into(out);
@@ -373,7 +370,7 @@ impl LexicalSearcher {
                         // from panicking.
                         let at = d.wrapping_sub(w0) as usize;
                         if let (Some(a), Some(b)) = (wacc.get_mut(at), bits.get_mut(at / 64)) {
-                            let norm = scorer.norm(lex.doc_len(d));
+                            let norm = lex.norm(d);
                             *a += q.weight * scorer.score(q.idf, tf, norm);
                             *b |= 1 << (at % 64);
                         }
@@ -424,7 +421,7 @@ impl LexicalSearcher {
                             c.advance(d);
                             probes += 1;
                             if c.doc() == d {
-                                let norm = *norm.get_or_insert_with(|| scorer.norm(lex.doc_len(d)));
+                                let norm = *norm.get_or_insert_with(|| lex.norm(d));
                                 let q = &self.terms[i];
                                 score += q.weight * scorer.score(q.idf, c.tf(), norm);
                             }

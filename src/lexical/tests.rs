@@ -292,6 +292,11 @@ fn fast_path_equals_exhaustive_and_naive_on_random_corpora() {
         let spec = [WORDS, char_ngrams(3), char_ngrams(4), char_ngrams(5)][round % 4];
         let bytes = build(&ps, &spec, Bm25::default()).unwrap();
         let lex = Lexical::open(&bytes).unwrap();
+        // As an open `Index` serves it: length norms precomputed (a slice of the wrong
+        // length is ignored, not trusted).
+        let norms = lex.doc_norms();
+        let served = Lexical::open(&bytes).unwrap().with_norms(&norms);
+        let short = Lexical::open(&bytes).unwrap().with_norms(&norms[1..]);
         for _ in 0..15 {
             let qlen = 1 + rng.below(12) as usize;
             let words: Vec<&str> = (0..qlen)
@@ -308,6 +313,15 @@ fn fast_path_equals_exhaustive_and_naive_on_random_corpora() {
             let exact: Vec<(u32, f32)> = out.iter().map(|h| (h.index, h.score)).collect();
             let what = format!("round {round} ({spec}, {n} docs) query {query:?} k {k}");
             assert_same_top(&fast, &exact, &what);
+            // Precomputed norms are the same arithmetic: identical hits, bit for bit.
+            for (view, name) in [(&served, "precomputed norms"), (&short, "ignored norms")] {
+                searcher.search(view, &query, &extra, w, k, &mut out);
+                let got: Vec<(u32, f32)> = out.iter().map(|h| (h.index, h.score)).collect();
+                assert_eq!(got, fast, "{what}: {name}, fast path");
+                searcher.search_exhaustive(view, &query, &extra, w, k, &mut out);
+                let got: Vec<(u32, f32)> = out.iter().map(|h| (h.index, h.score)).collect();
+                assert_eq!(got, exact, "{what}: {name}, exhaustive");
+            }
             // Against the naive definition: every hit's score, and the k-th best score.
             let naive = naive_scores(&ps, &spec, &query, &extra, w);
             for &(d, s) in &fast {
