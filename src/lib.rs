@@ -33,6 +33,7 @@ pub mod qgemm;
 pub mod scan;
 pub mod scheduler;
 pub mod search;
+mod simd;
 pub mod stream;
 #[doc(hidden)]
 pub mod testing;

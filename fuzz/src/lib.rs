@@ -5,10 +5,10 @@
 //! index reader is not: it lives in the `primd` crate, which pulls in tract and
 //! tokenizers, whose instrumented build would cost more CPU than the fuzzing itself on a
 //! small shared machine. So this crate includes `src/index` (with its live, swappable
-//! handle and `src/notify.rs`, which that uses), `src/lexical`, `src/scan` and
-//! `src/hits.rs` by path (with the one function of `src/stream` the lexical analyzer
-//! uses), and `src/embed/onnx.rs`: the same files `cargo build` compiles. CI builds this crate (`.ci/run`), so a
-//! change there that breaks it fails CI.
+//! handle and `src/notify.rs`, which that uses), `src/lexical`, `src/scan`, `src/simd.rs`
+//! and `src/hits.rs` by path (with the one function of `src/stream` the lexical analyzer
+//! uses), and `src/embed/onnx.rs`: the same files `cargo build` compiles. CI builds this
+//! crate (`.ci/run`), so a change there that breaks it fails CI.
 #![allow(dead_code, unused_imports)]
 
 #[path = "../../src/index/mod.rs"]
@@ -22,6 +22,10 @@ pub mod scan;
 
 #[path = "../../src/hits.rs"]
 pub mod hits;
+
+/// The run-time choice of kernel sets, which `src/scan` and `src/lexical` use.
+#[path = "../../src/simd.rs"]
+mod simd;
 
 /// The int8 model's ONNX reader (`src/embed/onnx.rs`, std only), alone: the rest of
 /// `src/embed` needs tract and tokenizers.

@@ -231,13 +231,7 @@ fn supported() -> Vec<Kernels> {
 
 fn kernels() -> &'static Kernels {
     static CHOSEN: OnceLock<Kernels> = OnceLock::new();
-    CHOSEN.get_or_init(|| {
-        if std::env::var_os("PRIMD_FORCE_SCALAR").is_some_and(|v| v == "1") {
-            SCALAR
-        } else {
-            supported().last().copied().unwrap_or(SCALAR)
-        }
-    })
+    CHOSEN.get_or_init(|| crate::simd::choose(SCALAR, &supported()))
 }
 
 /// Name of the kernel chosen at run time: "x86_64-avx512vnni", "x86_64-avxvnni",

@@ -215,13 +215,7 @@ fn supported() -> heapless::Vec<Kernels, 4> {
 
 fn kernels() -> &'static Kernels {
     static CHOSEN: OnceLock<Kernels> = OnceLock::new();
-    CHOSEN.get_or_init(|| {
-        if std::env::var_os("PRIMD_FORCE_SCALAR").is_some_and(|v| v == "1") {
-            SCALAR
-        } else {
-            supported().last().copied().unwrap_or(SCALAR)
-        }
-    })
+    CHOSEN.get_or_init(|| crate::simd::choose(SCALAR, &supported()))
 }
 
 /// Hamming distance of two equal-length byte codes.
