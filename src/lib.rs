@@ -41,15 +41,16 @@ pub mod wyoming;
 
 /// The kernels this machine runs, for logs and failure reports: primd's 1-bit scan and
 /// int8 rerank kernels, primd's int8 matmul kernels (the default embedder's linears),
-/// and the instruction sets tract picks its f32 kernels from (attention, LayerNorm,
+/// primd's posting decoding and BM25 scoring kernels, and the instruction sets tract picks its f32 kernels from (attention, LayerNorm,
 /// GELU, and every matmul of the fp32 model). Two machines that differ here may round
 /// differently in the last bits, which is why rankings recorded on one are compared
 /// with tolerances on another.
 pub fn kernel_report() -> String {
     format!(
-        "scan/rerank {}, int8 matmul {}, tract f32 {:?} ({})",
+        "scan/rerank {}, int8 matmul {}, BM25 postings {}, tract f32 {:?} ({})",
         scan::kernel_name(),
         qgemm::kernel_name(),
+        lexical::kernel_name(),
         tract_linalg::isa::native(),
         tract_linalg::isa::native().nickname()
     )

@@ -94,6 +94,7 @@ fn json_follows_the_schema_and_names_the_librarys_kernels() {
     let k = &r["kernels"];
     assert_eq!(k["scan"], primd::scan::kernel_name());
     assert_eq!(k["int8_matmul"], primd::qgemm::kernel_name());
+    assert_eq!(k["lexical"], primd::lexical::kernel_name());
     assert_eq!(k["report"], primd::kernel_report());
     assert!(k["tract_f32"].as_str().is_some_and(|s| !s.is_empty()));
 
@@ -216,6 +217,7 @@ fn the_table_names_the_kernels() {
         .unwrap_or_else(|| panic!("no kernels line in:\n{table}"));
     assert!(kernels.contains(primd::scan::kernel_name()), "{kernels}");
     assert!(kernels.contains(primd::qgemm::kernel_name()), "{kernels}");
+    assert!(kernels.contains(primd::lexical::kernel_name()), "{kernels}");
     for row in ["embed", "page-in", "scan", "step", "peak RSS"] {
         assert!(table.contains(row), "no {row} in:\n{table}");
     }

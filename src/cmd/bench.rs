@@ -88,6 +88,8 @@ struct Kernels {
     scan: &'static str,
     /// int8 GEMMs of the default embedder (`primd::qgemm::kernel_name`).
     int8_matmul: &'static str,
+    /// posting decoding and BM25 scoring (`primd::lexical::kernel_name`).
+    lexical: &'static str,
     /// tract's f32 kernels (the fp32 model).
     tract_f32: String,
     /// `primd::kernel_report()`, as logged by the daemon.
@@ -352,6 +354,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         kernels: Kernels {
             scan: primd::scan::kernel_name(),
             int8_matmul: primd::qgemm::kernel_name(),
+            lexical: primd::lexical::kernel_name(),
             tract_f32: format!(
                 "{:?} ({})",
                 tract_linalg::isa::native(),
@@ -791,8 +794,8 @@ fn table(r: &Report) -> String {
     );
     let _ = writeln!(
         s,
-        "kernels   scan/rerank {}, int8 matmul {}, tract f32 {}",
-        r.kernels.scan, r.kernels.int8_matmul, r.kernels.tract_f32
+        "kernels   scan/rerank {}, int8 matmul {}, BM25 postings {}, tract f32 {}",
+        r.kernels.scan, r.kernels.int8_matmul, r.kernels.lexical, r.kernels.tract_f32
     );
     let _ = writeln!(
         s,

@@ -13,6 +13,7 @@
 //! - scores are computed by one function ([`Scorer`]) on both sides, so the stored upper
 //!   bounds are exact bounds of what the searcher computes.
 
+use super::kernels;
 use super::{AnalyzerKind, AnalyzerSpec, Bm25, WordRules};
 
 /// First 8 bytes of the lexical section.
@@ -268,14 +269,18 @@ pub(crate) fn pack(values: &[u32], width: u32, out: &mut Vec<u8>) {
     }
 }
 
-/// Largest packed block: 128 values of 32 bits, plus 8 bytes so every value is read with
-/// one unaligned 8-byte load.
-const UNPACK_BUF: usize = BLOCK * 4 + 8;
+/// Spare bytes after the packed values that let every kernel read each group in place
+/// (the SIMD loads reach up to 16 bytes past a group's middle).
+const UNPACK_SPARE: usize = 16;
+
+/// Largest packed block (128 values of 32 bits) plus the spare bytes.
+const UNPACK_BUF: usize = BLOCK * 4 + UNPACK_SPARE;
 
 /// Unpacks `out.len()` (≤ [`BLOCK`]) values of `width` bits from the start of `src`;
 /// missing bytes read as zero, `width` > 32 gives zeros (a corrupt block: garbage, never a
 /// panic). Bytes of `src` past the packed values are read but masked off: callers pass
-/// the rest of the list when they have it, so the common case reads in place.
+/// the rest of the list when they have it, so the common case reads in place (with the
+/// `kernels`: SIMD where the CPU has it).
 pub(crate) fn unpack(src: &[u8], width: u32, out: &mut [u32]) {
     let n = out.len().min(BLOCK);
     let out = &mut out[..n];
@@ -283,55 +288,36 @@ pub(crate) fn unpack(src: &[u8], width: u32, out: &mut [u32]) {
         out.fill(0);
         return;
     }
-    let need = packed_len(n, width);
-    macro_rules! widths {
-        ($bytes:expr; $($w:literal)*) => {
-            match width {
-                $($w => unpack_w::<$w>($bytes, out),)*
-                _ => out.fill(0),
-            }
-        };
-    }
-    if src.len() >= need + 8 {
-        widths!(src; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32);
-    } else {
-        // Near the end of the list: a zero-padded copy keeps every 8-byte load in bounds.
-        let mut buf = [0u8; UNPACK_BUF];
-        let len = src.len().min(need);
-        buf[..len].copy_from_slice(&src[..len]);
-        widths!(&buf[..]; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32);
-    }
+    padded(src, packed_len(n, width), |b| {
+        kernels::unpack(b, width, out)
+    });
 }
 
-/// [`unpack`] for one width, so the shifts and masks are constants the compiler unrolls.
-/// `bytes` holds at least `packed_len(out.len(), W) + 8` bytes (checked by the caller;
-/// a shorter slice would only yield zeros, never a panic). Eight values of `W` bits are
-/// exactly `W` bytes, so values go by groups of eight: one bounds check per group, and
-/// every load offset and shift inside it a constant (a check and an `Option` per value
-/// kept this loop at ~16 % of a query).
-#[inline(always)]
-fn unpack_w<const W: usize>(bytes: &[u8], out: &mut [u32]) {
-    let mask = (1u64 << W) - 1;
-    let done = out.len() / 8 * 8;
-    let mut groups = out.chunks_exact_mut(8);
-    for (g, vals) in (&mut groups).enumerate() {
-        let Some(src) = bytes.get(g * W..).and_then(|b| b.get(..W + 8)) else {
-            vals.fill(0);
-            continue;
-        };
-        for (j, v) in vals.iter_mut().enumerate() {
-            let bit = j * W;
-            let word = u64::from_le_bytes(src[bit / 8..bit / 8 + 8].try_into().expect("8"));
-            *v = ((word >> (bit % 8)) & mask) as u32;
-        }
+/// [`unpack`] of a block's gaps, turned into ids from `next` on (`doc = next + gap`,
+/// `next = doc + 1`, wrapping); returns the final `next`.
+pub(crate) fn unpack_docs(src: &[u8], width: u32, next: u32, out: &mut [u32]) -> u32 {
+    let n = out.len().min(BLOCK);
+    let out = &mut out[..n];
+    if width == 0 || width > 32 {
+        out.fill(0);
+        return kernels::gaps_to_docs(out, next);
     }
-    for (i, v) in groups.into_remainder().iter_mut().enumerate() {
-        let bit = (done + i) * W;
-        let word = bytes
-            .get(bit / 8..)
-            .and_then(|b| b.first_chunk::<8>())
-            .map_or(0, |w| u64::from_le_bytes(*w));
-        *v = ((word >> (bit % 8)) & mask) as u32;
+    padded(src, packed_len(n, width), |b| {
+        kernels::unpack_docs(b, width, next, out)
+    })
+}
+
+/// Calls `f` with `src` when [`UNPACK_SPARE`] bytes follow its first `need`, else with a
+/// zero-padded copy of them (near the end of a list), so every kernel load is in place.
+#[inline]
+fn padded<R>(src: &[u8], need: usize, f: impl FnOnce(&[u8]) -> R) -> R {
+    if src.len() >= need + UNPACK_SPARE {
+        f(src)
+    } else {
+        let mut buf = [0u8; UNPACK_BUF];
+        let len = src.len().min(need).min(BLOCK * 4);
+        buf[..len].copy_from_slice(&src[..len]);
+        f(&buf)
     }
 }
 
@@ -402,6 +388,12 @@ impl Scorer {
     #[inline]
     pub fn norm(&self, dl: u32) -> f32 {
         self.c0 + self.c1 * dl as f32
+    }
+
+    /// `k1 + 1`, for the SIMD twins of [`score`](Self::score) (`kernels`).
+    #[inline]
+    pub fn k1p1(&self) -> f32 {
+        self.k1p1
     }
 
     /// The contribution of one term to one document, at query weight 1.

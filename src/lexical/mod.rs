@@ -10,6 +10,7 @@
 //! - [`analyze`]: text → terms (the streaming normaliser's words, then char n-grams);
 //! - `build`: passages → the section's bytes (term dictionary, postings, lengths);
 //! - `format`: the byte layout both sides agree on, and the BM25 arithmetic;
+//! - `kernels`: the SIMD inner loops of a query (block decoding, scoring), each with its scalar twin;
 //! - `read`: [`Lexical`], the validated view over the mapped section, and posting cursors;
 //! - `search`: [`LexicalSearcher`], MaxScore top-k, and the exhaustive reference.
 //!
@@ -20,6 +21,7 @@
 pub mod analyze;
 mod build;
 mod format;
+mod kernels;
 mod read;
 mod search;
 
@@ -30,6 +32,7 @@ pub use crate::stream::normalize::WordRules;
 pub use analyze::{ANALYZER_VERSION, Analyzer};
 pub use build::{build, check_params};
 pub use format::{BLOCK, NGRAM_RANGE, idf};
+pub use kernels::kernel_name;
 pub use read::Lexical;
 pub use search::{LexicalSearcher, SearchStats};
 

@@ -23,7 +23,7 @@ use super::build::check_params;
 use super::format::{
     BLOCK, BLOCK_ENTRY, BlockEntry, LEX_ALIGN, LEX_HEADER, LEX_MAGIC, LEX_VERSION, LexHeader,
     SUB_COUNT, SUB_DOCLENS, SUB_FST, SUB_NAMES, SUB_POSTINGS, SUB_TERMS, Scorer, TERM_RECORD,
-    TermRecord, avgdl, block_count, decode_spec, idf, packed_len, u32_at, unpack,
+    TermRecord, avgdl, block_count, decode_spec, idf, packed_len, u32_at, unpack, unpack_docs,
 };
 use super::{AnalyzerSpec, Bm25};
 
@@ -227,6 +227,12 @@ impl<'a> Lexical<'a> {
             self.norms = norms;
         }
         self
+    }
+
+    /// The length norms given by [`with_norms`](Self::with_norms), if any.
+    #[inline]
+    pub(crate) fn norms(&self) -> Option<&'a [f32]> {
+        (self.norms.len() == self.doc_count).then_some(self.norms)
     }
 
     /// Number of documents (= passages of the index).
@@ -570,25 +576,22 @@ impl<'a> Postings<'a> {
         if let Some(f) = self.floor {
             prev = Some(prev.map_or(f, |p| p.max(f)));
         }
-        unpack(doc_bytes, doc_width, &mut self.docs[..count]);
         let mut next = match prev {
             None => 0,
             Some(p) => p.saturating_add(1),
         };
-        // The last document is `next + Σ gaps + count − 1`: when that is below N (always,
-        // unless the list is corrupt), no sum on the way can reach N or overflow, and the
-        // running sum needs no check per document (the common, branch-free path).
+        // Each gap is below 2^width, so the last id is below `next + count · 2^width`: when
+        // that fits a u32 the running sum cannot wrap, ids strictly increase, and they are
+        // all below N exactly when the last one is (always, unless the list is corrupt).
+        // That is the common, branch-free path; a corrupt block is decoded again with a
+        // check per document.
         let docs = &mut self.docs[..count];
-        let gaps: u64 = docs.iter().map(|&g| u64::from(g)).sum();
-        let last = u64::from(next) + gaps + count as u64;
-        if last <= u64::from(self.doc_count) {
-            for d in docs.iter_mut() {
-                let doc = next + *d;
-                *d = doc;
-                next = doc + 1;
-            }
+        let no_wrap = doc_width <= 32
+            && u64::from(next) + ((count as u64) << doc_width) <= u64::from(u32::MAX);
+        if no_wrap && unpack_docs(doc_bytes, doc_width, next, docs) <= self.doc_count {
             self.len = count;
         } else {
+            unpack(doc_bytes, doc_width, &mut self.docs[..count]);
             for i in 0..count {
                 // doc = previous + 1 + gap; past N (or 2^32) only in a corrupt list: stop.
                 let doc = u64::from(next) + u64::from(self.docs[i]);

@@ -31,6 +31,7 @@
 use std::collections::BinaryHeap;
 
 use super::analyze::Analyzer;
+use super::kernels::{self, TermScore};
 use super::read::{Lexical, Postings};
 use crate::search::{Hit, Hits, key_score, score_key};
 
@@ -102,6 +103,8 @@ pub struct LexicalSearcher {
     cursors: Vec<Postings<'static>>,
     /// Term-at-a-time accumulators, one per document, all zero between searches.
     acc: Vec<f32>,
+    /// Length norms for a view opened without them (an `Index` always has them).
+    norms: Vec<f32>,
     top: TopScores,
     stats: SearchStats,
 }
@@ -127,6 +130,7 @@ impl LexicalSearcher {
             self.partials.capacity(),
             self.cursors.capacity(),
             self.acc.capacity(),
+            self.norms.capacity(),
             self.top.heap.capacity(),
         ]);
         c
@@ -261,33 +265,40 @@ impl LexicalSearcher {
             self.acc.resize(n, 0.0);
         }
         let scorer = *lex.scorer();
+        let norms = match lex.norms() {
+            Some(norms) => norms,
+            None => {
+                self.norms.clear();
+                self.norms.extend((0..n as u32).map(|d| lex.norm(d)));
+                &self.norms[..]
+            }
+        };
         let mut p = Postings::new();
         let acc = &mut self.acc[..n];
         for q in &self.terms {
             let Some(t) = lex.term(q.ord) else { continue };
+            let term = TermScore {
+                scorer,
+                idf: q.idf,
+                weight: q.weight,
+            };
             p.reset(&t, n);
-            p.for_each_block(|docs, tfs| {
-                for (&d, &tf) in docs.iter().zip(tfs) {
-                    let norm = lex.norm(d);
-                    let s = q.weight * scorer.score(q.idf, tf.saturating_add(1), norm);
-                    // `d < n` by the cursor's contract; `get_mut` keeps a slip from
-                    // panicking.
-                    if let Some(a) = acc.get_mut(d as usize) {
-                        *a += s;
-                    }
-                }
-            });
+            p.for_each_block(|docs, tfs| kernels::score(docs, tfs, norms, acc, term));
         }
         self.stats.scored = self.stats.postings;
         self.top.reset(k.min(out.capacity()));
         // Every contribution is > 0 (idf > 0, tf ≥ 1, weight > 0), so a document was
         // touched exactly when its sum is: no separate "seen" mark per posting.
-        for (d, a) in acc.iter_mut().enumerate() {
-            if *a > 0.0 {
-                self.top.push(*a, d as u32);
-                *a = 0.0;
+        // Documents come in ascending order, so one tied with the k-th best loses the tie:
+        // only a strictly higher sum can enter, and most are rejected by one compare.
+        let mut theta = 0.0f32;
+        for (d, &a) in acc.iter().enumerate() {
+            if a > theta {
+                self.top.push(a, d as u32);
+                theta = self.top.threshold().max(0.0);
             }
         }
+        acc.fill(0.0);
         self.top.drain_into(out);
     }
 
