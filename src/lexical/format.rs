@@ -392,6 +392,10 @@ impl Scorer {
 
     /// `k1 + 1`, for the SIMD twins of [`score`](Self::score) (`kernels`).
     #[inline]
+    #[cfg_attr(
+        not(any(target_arch = "x86_64", target_arch = "aarch64")),
+        allow(dead_code)
+    )]
     pub fn k1p1(&self) -> f32 {
         self.k1p1
     }

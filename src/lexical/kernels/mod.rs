@@ -28,70 +28,63 @@ use super::format::Scorer;
 /// Values per group: eight values of `W` bits are exactly `W` bytes.
 const LANES: usize = 8;
 
-/// Widest values the SIMD kernels unpack: a value starting at bit offset ≤ 7 of its first
-/// byte must fit the 32-bit lane it is shifted in (7 + 25 = 32). Wider ones (a gap of
-/// over 33 million documents, a frequency that large) take the scalar path.
-#[cfg_attr(
-    not(any(target_arch = "x86_64", target_arch = "aarch64")),
-    allow(dead_code)
-)]
-const MAX_SIMD_WIDTH: u32 = 25;
+/// The SIMD unpackers' per-width constants (architectures with SIMD kernels only).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod tables {
+    use super::LANES;
 
-/// Per-width constants of the SIMD unpackers, for a group of eight values.
-#[cfg_attr(
-    not(any(target_arch = "x86_64", target_arch = "aarch64")),
-    allow(dead_code)
-)]
-struct Table {
-    /// Byte shuffle: lane `j`'s four bytes start at byte `j·W / 8` of the group, counted
-    /// from the start of its half's load (byte 0 for lanes 0-3, byte `W / 2` for 4-7).
-    shuffle: [u8; 32],
-    /// Right shift of lane `j`: `j·W mod 8`.
-    shifts: [u32; 8],
-}
+    /// Widest values the SIMD kernels unpack: a value starting at bit offset ≤ 7 of its
+    /// first byte must fit the 32-bit lane it is shifted in (7 + 25 = 32). Wider ones (a
+    /// gap of over 33 million documents, a frequency that large) take the scalar path.
+    pub(super) const MAX_SIMD_WIDTH: u32 = 25;
 
-#[cfg_attr(
-    not(any(target_arch = "x86_64", target_arch = "aarch64")),
-    allow(dead_code)
-)]
-const fn table(w: usize) -> Table {
-    let mut t = Table {
-        shuffle: [0; 32],
-        shifts: [0; 8],
-    };
-    let mut j = 0;
-    while j < LANES {
-        let bit = j * w;
-        let base = if j < 4 { 0 } else { w / 2 };
-        let mut k = 0;
-        while k < 4 {
-            t.shuffle[j * 4 + k] = (bit / 8 - base + k) as u8;
-            k += 1;
-        }
-        t.shifts[j] = (bit % 8) as u32;
-        j += 1;
+    /// Per-width constants of the SIMD unpackers, for a group of eight values.
+    pub(super) struct Table {
+        /// Byte shuffle: lane `j`'s four bytes start at byte `j·W / 8` of the group,
+        /// counted from the start of its half's load (byte 0 for lanes 0-3, byte `W / 2`
+        /// for lanes 4-7).
+        pub(super) shuffle: [u8; 32],
+        /// Right shift of lane `j`: `j·W mod 8`.
+        pub(super) shifts: [u32; 8],
     }
-    t
-}
 
-#[cfg_attr(
-    not(any(target_arch = "x86_64", target_arch = "aarch64")),
-    allow(dead_code)
-)]
-static TABLES: [Table; MAX_SIMD_WIDTH as usize + 1] = {
-    let mut all = [const {
-        Table {
+    const fn table(w: usize) -> Table {
+        let mut t = Table {
             shuffle: [0; 32],
             shifts: [0; 8],
+        };
+        let mut j = 0;
+        while j < LANES {
+            let bit = j * w;
+            let base = if j < 4 { 0 } else { w / 2 };
+            let mut k = 0;
+            while k < 4 {
+                t.shuffle[j * 4 + k] = (bit / 8 - base + k) as u8;
+                k += 1;
+            }
+            t.shifts[j] = (bit % 8) as u32;
+            j += 1;
         }
-    }; MAX_SIMD_WIDTH as usize + 1];
-    let mut w = 1;
-    while w <= MAX_SIMD_WIDTH as usize {
-        all[w] = table(w);
-        w += 1;
+        t
     }
-    all
-};
+
+    pub(super) static TABLES: [Table; MAX_SIMD_WIDTH as usize + 1] = {
+        let mut all = [const {
+            Table {
+                shuffle: [0; 32],
+                shifts: [0; 8],
+            }
+        }; MAX_SIMD_WIDTH as usize + 1];
+        let mut w = 1;
+        while w <= MAX_SIMD_WIDTH as usize {
+            all[w] = table(w);
+            w += 1;
+        }
+        all
+    };
+}
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+use tables::{MAX_SIMD_WIDTH, TABLES};
 
 /// One query term, as the scoring kernels need it.
 #[derive(Clone, Copy, Debug)]
