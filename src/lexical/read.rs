@@ -466,6 +466,30 @@ impl<'a> Postings<'a> {
         }
     }
 
+    /// Calls `f(docs, tfs)` for the runs of the rest of the list below `end`, a block (or
+    /// the part of one below `end`) at a time, as [`for_each_block`](Self::for_each_block);
+    /// leaves the cursor on the first document ≥ `end`, or [`END`].
+    #[inline]
+    pub fn for_each_run_below(&mut self, end: u32, mut f: impl FnMut(&[u32], &[u32])) {
+        while self.doc < end {
+            if !self.tf_ready {
+                self.tf_ready = true;
+                unpack(self.tf_bytes, self.tf_width, &mut self.tfs[..self.len]);
+            }
+            let (start, len) = (self.pos, self.len.min(BLOCK));
+            let docs = &self.docs[start..len];
+            // Ascending ids: the run below `end` is a prefix (at least the current one).
+            let take = docs.partition_point(|&d| d < end);
+            f(&docs[..take], &self.tfs[start..start + take]);
+            self.pos = start + take;
+            if self.pos < self.len {
+                self.doc = self.docs[self.pos];
+                return;
+            }
+            self.load(self.block + 1);
+        }
+    }
+
     /// Calls `f(docs, tfs)` for each block of the rest of the list, whole (documents
     /// ascending, `tfs[i]` the frequency of `docs[i]` minus one): term at a time over a
     /// whole list, with no end test per document. Leaves the cursor at [`END`].

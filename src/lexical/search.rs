@@ -20,7 +20,10 @@
 //!   classic document-at-a-time MaxScore pays. Before the top-k is full (the first
 //!   window), θ is seeded from the k-th best partial score once the strongest terms are
 //!   scored. A corpus of one window is scored term at a time: there the probes cost more
-//!   than the postings they save.
+//!   than the postings they save. And when a window (after the first) prunes too little,
+//!   the rest of the corpus is scored term at a time into the same top-k: with SIMD
+//!   posting kernels, that beats candidates and probes that cover a large share of the
+//!   postings anyway (a char n-gram query over a large corpus).
 //!
 //! A query term's weight is its count in the query plus `extra_weight` times its count in
 //! `extra` (Counter-style query term frequency, as the reference Python BM25).
@@ -31,6 +34,7 @@
 use std::collections::BinaryHeap;
 
 use super::analyze::Analyzer;
+use super::format::Scorer;
 use super::kernels::{self, TermScore};
 use super::read::{Lexical, Postings};
 use crate::search::{Hit, Hits, key_score, score_key};
@@ -44,6 +48,22 @@ const MAXSCORE_MAX_TERMS: usize = 256;
 /// accumulators (16 KiB: stays in L1/L2), and each term's bound is recomputed per window
 /// from its block maxima, which are far tighter than its global maximum.
 const WINDOW: usize = 4096;
+
+/// MaxScore hands the rest of the corpus to term at a time when a window (not the first,
+/// whose θ is still low) cost more than this share of its postings: scored essential
+/// postings, candidates and probes, against the postings term at a time would score
+/// there (the query's postings times the window's share of the corpus). Each of those
+/// steps costs several times a posting of the SIMD term-at-a-time loop, so a window
+/// that prunes this little loses to it. Char n-gram queries over a large corpus are
+/// that case (many mid-frequency n-grams, few prunable: 100k synthetic passages,
+/// top-100: 43% of the postings, term at a time 1.6x faster); word queries prune to a
+/// few percent and stay on MaxScore. 0.3 switches only where the gain is clear.
+const SWITCH_WORK: f64 = 0.3;
+
+/// Documents per chunk when MaxScore goes on term at a time: 64 KiB of accumulators,
+/// which stay in the L2 cache of any board while every term adds into them. (Tests cut
+/// their small corpora into many chunks.)
+const TAAT_CHUNK: u32 = if cfg!(test) { 256 } else { 16_384 };
 
 /// Upper bounds are inflated by this relative margin before pruning, so that float
 /// rounding in a different summation order can never prune a document that belongs in
@@ -69,6 +89,9 @@ pub struct SearchStats {
     pub skipped_windows: u32,
     /// MaxScore: times θ was seeded from a window's partial scores.
     pub seeded: u32,
+    /// MaxScore: the document from which the rest was scored term at a time, because
+    /// the windows pruned too little ([`SWITCH_WORK`]); `None` if it never switched.
+    pub switched_at: Option<u32>,
 }
 
 /// One query term after lookup.
@@ -77,6 +100,17 @@ struct QTerm {
     ord: u32,
     weight: f32,
     idf: f32,
+}
+
+impl QTerm {
+    /// What the posting kernels need to score this term.
+    fn scoring(&self, scorer: Scorer) -> TermScore {
+        TermScore {
+            scorer,
+            idf: self.idf,
+            weight: self.weight,
+        }
+    }
 }
 
 /// Per-thread scratch; after warm-up a search allocates nothing.
@@ -265,40 +299,18 @@ impl LexicalSearcher {
             self.acc.resize(n, 0.0);
         }
         let scorer = *lex.scorer();
-        let norms = match lex.norms() {
-            Some(norms) => norms,
-            None => {
-                self.norms.clear();
-                self.norms.extend((0..n as u32).map(|d| lex.norm(d)));
-                &self.norms[..]
-            }
-        };
+        let norms = norms_of(lex, &mut self.norms);
         let mut p = Postings::new();
         let acc = &mut self.acc[..n];
         for q in &self.terms {
             let Some(t) = lex.term(q.ord) else { continue };
-            let term = TermScore {
-                scorer,
-                idf: q.idf,
-                weight: q.weight,
-            };
             p.reset(&t, n);
+            let term = q.scoring(scorer);
             p.for_each_block(|docs, tfs| kernels::score(docs, tfs, norms, acc, term));
         }
         self.stats.scored = self.stats.postings;
         self.top.reset(k.min(out.capacity()));
-        // Every contribution is > 0 (idf > 0, tf ≥ 1, weight > 0), so a document was
-        // touched exactly when its sum is: no separate "seen" mark per posting.
-        // Documents come in ascending order, so one tied with the k-th best loses the tie:
-        // only a strictly higher sum can enter, and most are rejected by one compare.
-        let mut theta = 0.0f32;
-        for (d, &a) in acc.iter().enumerate() {
-            if a > theta {
-                self.top.push(a, d as u32);
-                theta = self.top.threshold().max(0.0);
-            }
-        }
-        acc.fill(0.0);
+        self.top.take_from(acc, 0, f32::NEG_INFINITY);
         self.top.drain_into(out);
     }
 
@@ -336,6 +348,7 @@ impl LexicalSearcher {
         self.top.reset(k.min(out.capacity()));
         let mut theta = f32::NEG_INFINITY;
         let mut w0 = 0u32;
+        let postings = self.stats.postings as f64;
         while (w0 as usize) < n {
             let w1 = w0.saturating_add(window as u32).min(n as u32);
             // This window's bound per term: its block maxima here, not its global maximum.
@@ -446,11 +459,74 @@ impl LexicalSearcher {
                 }
                 self.stats.candidates += candidates;
                 self.stats.probes += probes;
+                // Pruning too little (and not just because θ is still low in the first
+                // window): the rest of the corpus term at a time.
+                let work = (win_scored + candidates + probes) as f64;
+                let share = postings * f64::from(w1 - w0) / n as f64;
+                if w0 > 0 && (w1 as usize) < n && work > SWITCH_WORK * share {
+                    self.stats.switched_at = Some(w1);
+                    self.rest_term_at_a_time(lex, &mut cursors, w1, theta);
+                    break;
+                }
             }
             w0 = w1;
         }
         self.top.drain_into(out);
         self.cursors = recycle(cursors);
+    }
+
+    /// Term at a time from document `from` to the end, into the top-k MaxScore has built
+    /// from the documents before it (θ its current threshold): every cursor from `from`
+    /// on, through the SIMD kernels, into the per-document accumulators.
+    fn rest_term_at_a_time(
+        &mut self,
+        lex: &Lexical<'_>,
+        cursors: &mut [Postings<'_>],
+        from: u32,
+        theta: f32,
+    ) {
+        let n = lex.doc_count();
+        if self.acc.len() < n {
+            self.acc.resize(n, 0.0);
+        }
+        let scorer = *lex.scorer();
+        let norms = norms_of(lex, &mut self.norms);
+        let acc = &mut self.acc[..n];
+        let mut scored = 0u64;
+        let mut theta = theta;
+        // A chunk of documents at a time, every term, so that the accumulators written
+        // stay in cache (a 1M-passage corpus has 4 MiB of them).
+        let mut c0 = from;
+        while (c0 as usize) < n {
+            let c1 = c0.saturating_add(TAAT_CHUNK).min(n as u32);
+            for (q, c) in self.terms.iter().zip(cursors.iter_mut()) {
+                let term = q.scoring(scorer);
+                c.advance(c0);
+                c.for_each_run_below(c1, |docs, tfs| {
+                    scored += docs.len() as u64;
+                    kernels::score(docs, tfs, norms, acc, term);
+                });
+            }
+            self.top
+                .take_from(&mut acc[..c1 as usize], c0 as usize, theta);
+            theta = self.top.threshold();
+            c0 = c1;
+        }
+        self.stats.scored += scored;
+    }
+}
+
+/// The length norms of every document: the index's precomputed ones, or computed into
+/// `spare` for a view opened without them.
+fn norms_of<'a>(lex: &Lexical<'a>, spare: &'a mut Vec<f32>) -> &'a [f32] {
+    match lex.norms() {
+        Some(norms) => norms,
+        None => {
+            let n = lex.doc_count();
+            spare.clear();
+            spare.extend((0..n as u32).map(|d| lex.norm(d)));
+            &spare[..]
+        }
     }
 }
 
@@ -531,6 +607,24 @@ impl TopScores {
             Some(&(key, _)) if self.heap.len() >= self.k => key_score(key),
             _ => f32::NEG_INFINITY,
         }
+    }
+
+    /// Keeps the best of the term-at-a-time sums `acc[from..]` (document = position) over
+    /// `theta` and the top-k so far, and zeroes them. Every contribution is > 0 (idf > 0,
+    /// tf ≥ 1, weight > 0), so a document was touched exactly when its sum is: no
+    /// separate "seen" mark per posting. Documents come in ascending order, after any
+    /// already kept, so one tied with the k-th best loses the tie: only a strictly
+    /// higher sum can enter, and most are rejected by one compare.
+    fn take_from(&mut self, acc: &mut [f32], from: usize, theta: f32) {
+        let from = from.min(acc.len());
+        let mut theta = theta.max(0.0);
+        for (d, &a) in acc.iter().enumerate().skip(from) {
+            if a > theta {
+                self.push(a, d as u32);
+                theta = self.threshold().max(0.0);
+            }
+        }
+        acc[from..].fill(0.0);
     }
 
     /// Best first into `out`; leaves the heap empty (its allocation kept).

@@ -281,7 +281,7 @@ fn vocabulary(rng: &mut XorShift, n: usize) -> Vec<String> {
 fn fast_path_equals_exhaustive_and_naive_on_random_corpora() {
     let mut rng = XorShift::new(0x1e81ca1);
     let mut out = Hits::new();
-    let mut seeded = 0;
+    let (mut seeded, mut switched) = (0, 0);
     for round in 0..12 {
         // MaxScore windows from 64 documents (many windows) to the default (one).
         let mut searcher = LexicalSearcher::with_window([64, 200, 1000, 0][round / 3 % 4]);
@@ -308,6 +308,7 @@ fn fast_path_equals_exhaustive_and_naive_on_random_corpora() {
             let k = [1usize, 3, 10, 100][rng.below(4) as usize];
             searcher.search(&lex, &query, &extra, w, k, &mut out);
             seeded += searcher.stats().seeded;
+            switched += u32::from(searcher.stats().switched_at.is_some());
             let fast: Vec<(u32, f32)> = out.iter().map(|h| (h.index, h.score)).collect();
             searcher.search_exhaustive(&lex, &query, &extra, w, k, &mut out);
             let exact: Vec<(u32, f32)> = out.iter().map(|h| (h.index, h.score)).collect();
@@ -337,8 +338,10 @@ fn fast_path_equals_exhaustive_and_naive_on_random_corpora() {
             }
         }
     }
-    // θ seeded from partial scores (the one-window path) was exercised.
+    // θ seeded from partial scores (the one-window path) was exercised, and so were
+    // queries that went on term at a time after a window that pruned too little.
     assert!(seeded > 0);
+    assert!(switched > 0);
 }
 
 #[test]
@@ -406,6 +409,45 @@ fn posting_lists_span_many_blocks() {
     let third = search(&bytes, "third", "", 0.0, 1000);
     assert_eq!(third.len(), 332); // multiples of 3 below 1000, less 0 and 750
     assert!(third.iter().all(|h| h.0 % 3 == 0));
+}
+
+#[test]
+fn a_query_that_prunes_stays_on_maxscore_and_one_that_does_not_switches() {
+    // 3,000 documents: "common" in all, "rare" in four, "mid" in every other one.
+    let ps: Vec<PassageRecord> = (0..3000)
+        .map(|i| {
+            let text = match (i % 700, i % 2) {
+                (0, _) => "rare common",
+                (_, 0) => "mid common words",
+                _ => "common words here",
+            };
+            passage(i, "", text)
+        })
+        .collect();
+    let bytes = build(&ps, &WORDS, Bm25::default()).unwrap();
+    let lex = Lexical::open(&bytes).unwrap();
+    let mut s = LexicalSearcher::with_window(64);
+    let mut out = Hits::new();
+    let mut exact = Hits::new();
+    for (query, k, switches) in [("rare common", 1, false), ("mid common", 100, true)] {
+        s.search(&lex, query, "", 0.0, k, &mut out);
+        let stats = s.stats();
+        // 47 windows: the first stays on MaxScore to the end, the second goes on term at
+        // a time after its second window.
+        let windows = if switches { 2 } else { 47 };
+        assert_eq!(stats.windows, windows, "{query}: {stats:?}");
+        assert_eq!(stats.switched_at.is_some(), switches, "{query}: {stats:?}");
+        s.search_exhaustive(&lex, query, "", 0.0, k, &mut exact);
+        let got: Vec<(u32, f32)> = out.iter().map(|h| (h.index, h.score)).collect();
+        let want: Vec<(u32, f32)> = exact.iter().map(|h| (h.index, h.score)).collect();
+        assert_same_top(&got, &want, query);
+    }
+    // The first: the best "rare" document (four tie: the first), found without scoring
+    // "common" past the first window.
+    s.search(&lex, "rare common", "", 0.0, 1, &mut out);
+    let docs: Vec<u32> = out.iter().map(|h| h.index).collect();
+    assert_eq!(docs, [0]);
+    assert!(s.stats().scored < 200, "{:?}", s.stats());
 }
 
 #[test]
