@@ -188,7 +188,7 @@ fn bench_queries(
     // what MaxScore did, on average, at top-100 and top-10.
     let spec = lex.spec().to_string();
     for k in [K, 10] {
-        let mut sum = [0f64; 7];
+        let mut sum = [0f64; 8];
         // Each query timed on its own (the peer, bm25_peer.py, reports per-query medians:
         // criterion's figure below is a mean over a cycle of queries).
         let mut lat: Vec<f64> = Vec::with_capacity(queries.len());
@@ -206,6 +206,7 @@ fn bench_queries(
                 s.probes as f64,
                 skipped,
                 f64::from(s.windows),
+                f64::from(u8::from(s.switched_at.is_some())),
             ]) {
                 *a += x / queries.len() as f64;
             }
@@ -214,8 +215,9 @@ fn bench_queries(
         let pct = |p: f64| lat.get(((lat.len() as f64 - 1.0) * p) as usize).copied();
         eprintln!(
             "{group} {spec} top-{k}: per query {:.0} terms, {:.0} postings, MaxScore scored \
-             {:.0} ({:.0}%), {:.0} candidates, {:.0} probes, {:.0} windows ({:.0}% skipped); \
-             one pass, each query timed: p50 {:.1} µs, p90 {:.1} µs",
+             {:.0} ({:.0}%), {:.0} candidates, {:.0} probes, {:.0} windows ({:.0}% skipped), \
+             {:.0}% handed over to term at a time; one pass, each query timed: p50 {:.1} µs, \
+             p90 {:.1} µs",
             sum[0],
             sum[1],
             sum[2],
@@ -224,6 +226,7 @@ fn bench_queries(
             sum[4],
             sum[6],
             100.0 * sum[5],
+            100.0 * sum[7],
             pct(0.5).unwrap_or(0.0),
             pct(0.9).unwrap_or(0.0),
         );
