@@ -478,8 +478,12 @@ impl<'a> Postings<'a> {
             }
             let (start, len) = (self.pos, self.len.min(BLOCK));
             let docs = &self.docs[start..len];
-            // Ascending ids: the run below `end` is a prefix (at least the current one).
-            let take = docs.partition_point(|&d| d < end);
+            // Ascending ids: the run below `end` is a prefix (at least the current one);
+            // usually the whole rest of the block.
+            let take = match docs.last() {
+                Some(&last) if last < end => docs.len(),
+                _ => docs.partition_point(|&d| d < end),
+            };
             f(&docs[..take], &self.tfs[start..start + take]);
             self.pos = start + take;
             if self.pos < self.len {
@@ -494,18 +498,8 @@ impl<'a> Postings<'a> {
     /// ascending, `tfs[i]` the frequency of `docs[i]` minus one): term at a time over a
     /// whole list, with no end test per document. Leaves the cursor at [`END`].
     #[inline]
-    pub fn for_each_block(&mut self, mut f: impl FnMut(&[u32], &[u32])) {
-        while self.doc != END {
-            if !self.tf_ready {
-                self.tf_ready = true;
-                unpack(self.tf_bytes, self.tf_width, &mut self.tfs[..self.len]);
-            }
-            let (start, len) = (self.pos, self.len.min(BLOCK));
-            if start < len {
-                f(&self.docs[start..len], &self.tfs[start..len]);
-            }
-            self.load(self.block + 1);
-        }
+    pub fn for_each_block(&mut self, f: impl FnMut(&[u32], &[u32])) {
+        self.for_each_run_below(END, f);
     }
 
     /// Moves to the next document.
