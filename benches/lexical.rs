@@ -24,6 +24,10 @@
 //!         # + an index built by build-index (its own lexical section, exactly what primd
 //!         # serves) and every "text" of a query JSONL: the same corpus and questions a
 //!         # peer (tools/bench/bm25_peer.py) is given
+//!     PRIMD_BENCH_INDEX=ss.idx PRIMD_BENCH_STREAMS=stt.jsonl ...
+//!         # + `lexical_partials`: every partial (and final) of recorded recognizer
+//!         # streams (`../shared/data/stt`), in stream order, through one searcher: the
+//!         # query `primd run` makes on each partial, with its repeats and revisions
 //!
 //! Also, at 2.4k and 100k (not with PRIMD_BENCH_QUICK): `speculative_step`, what
 //! `primd run` does per partial in hybrid mode besides embedding (lexical top-100, 1-bit
@@ -447,16 +451,19 @@ fn spoken_squad() -> Option<(Vec<PassageRecord>, Vec<String>)> {
     Some((passages, queries))
 }
 
+/// The index `PRIMD_BENCH_INDEX` names and the text of the file `var` names, if both are set.
+fn index_and_file(var: &str) -> Option<(primd::index::Index, String)> {
+    let index = std::env::var_os("PRIMD_BENCH_INDEX")?;
+    let file = std::env::var_os(var)?;
+    let index = primd::index::Index::open(std::path::Path::new(&index)).unwrap();
+    Some((index, std::fs::read_to_string(file).unwrap()))
+}
+
 /// The lexical section of `PRIMD_BENCH_INDEX` and the questions of `PRIMD_BENCH_QUERIES`.
 fn built_index(c: &mut Criterion) {
-    let (Some(index), Some(queries)) = (
-        std::env::var_os("PRIMD_BENCH_INDEX"),
-        std::env::var_os("PRIMD_BENCH_QUERIES"),
-    ) else {
+    let Some((index, text)) = index_and_file("PRIMD_BENCH_QUERIES") else {
         return;
     };
-    let index = primd::index::Index::open(std::path::Path::new(&index)).unwrap();
-    let text = std::fs::read_to_string(&queries).unwrap();
     let queries: Vec<String> = text
         .lines()
         .filter_map(|l| {
@@ -475,8 +482,33 @@ fn built_index(c: &mut Criterion) {
     bench_queries(c, "lexical_index", &lex, &queries, true);
 }
 
+/// Every partial and final of `PRIMD_BENCH_STREAMS` (recorded streams, `{"partials":
+/// [{"text"}], "final"}` per line), in order, over `PRIMD_BENCH_INDEX`'s section.
+fn stream_partials(c: &mut Criterion) {
+    let Some((index, text)) = index_and_file("PRIMD_BENCH_STREAMS") else {
+        return;
+    };
+    let mut partials = Vec::new();
+    for l in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(l) else {
+            continue;
+        };
+        let texts = v.get("partials").and_then(|p| p.as_array());
+        for p in texts.into_iter().flatten() {
+            partials.extend(p.get("text").and_then(|t| t.as_str()).map(String::from));
+        }
+        partials.extend(v.get("final").and_then(|t| t.as_str()).map(String::from));
+    }
+    let lex = index
+        .lexical()
+        .expect("PRIMD_BENCH_INDEX has no lexical section");
+    eprintln!("lexical_partials: {} partials and finals", partials.len());
+    bench_queries(c, "lexical_partials", &lex, &partials, false);
+}
+
 fn lexical(c: &mut Criterion) {
     built_index(c);
+    stream_partials(c);
     let mut sizes = vec![2_400usize, 100_000];
     if std::env::var_os("PRIMD_BENCH_1M").is_some() {
         sizes.push(1_000_000);

@@ -12,6 +12,7 @@
 //! - `format`: the byte layout both sides agree on, and the BM25 arithmetic;
 //! - `kernels`: the SIMD inner loops of a query (block decoding, scoring), each with its scalar twin;
 //! - `read`: [`Lexical`], the validated view over the mapped section, and posting cursors;
+//! - `cache`: a searcher's memory of recent term-dictionary lookups;
 //! - `search`: [`LexicalSearcher`], MaxScore top-k, and the exhaustive reference.
 //!
 //! The analyzer and the BM25 parameters are recorded in the section: a query is always
@@ -20,6 +21,7 @@
 
 pub mod analyze;
 mod build;
+mod cache;
 mod format;
 mod kernels;
 mod read;

@@ -27,6 +27,15 @@ use super::format::{
 };
 use super::{AnalyzerSpec, Bm25};
 
+/// Which term dictionary a [`Lexical`] reads (what a lookup's ordinal is valid for): the
+/// address and length of its bytes and the CRC32C the fst stores over them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DictId {
+    addr: usize,
+    len: usize,
+    crc: u32,
+}
+
 /// A validated, borrowed view of the lexical section of a mapped index.
 #[derive(Clone)]
 pub struct Lexical<'a> {
@@ -281,6 +290,19 @@ impl<'a> Lexical<'a> {
             .get(term)
             .and_then(|o| u32::try_from(o).ok())
             .filter(|&o| (o as usize) < self.term_count)
+    }
+
+    /// The dictionary [`lookup`](Self::lookup) reads, for caches of its answers.
+    pub(crate) fn dict_id(&self) -> DictId {
+        let bytes = self.fst.as_fst().as_bytes();
+        let crc = bytes
+            .last_chunk::<4>()
+            .map_or(0, |c| u32::from_le_bytes(*c));
+        DictId {
+            addr: bytes.as_ptr() as usize,
+            len: bytes.len(),
+            crc,
+        }
     }
 
     /// Length of document `doc` in terms (0 if out of range: only a corrupt file asks).

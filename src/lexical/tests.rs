@@ -265,6 +265,10 @@ fn random_corpus(rng: &mut XorShift, n: usize, vocab: &[String]) -> Vec<PassageR
         .collect()
 }
 
+fn random_section(rng: &mut XorShift, n: usize, vocab: &[String], spec: AnalyzerSpec) -> Vec<u8> {
+    build(&random_corpus(rng, n, vocab), &spec, Bm25::default()).unwrap()
+}
+
 fn vocabulary(rng: &mut XorShift, n: usize) -> Vec<String> {
     let alphabet: Vec<char> = "abcdeéfghijklmnoprstuмоскваü".chars().collect();
     (0..n)
@@ -618,4 +622,73 @@ fn corrupt_sections_are_refused_or_harmless() {
         }
     }
     assert!(opened > 300, "only {opened} mutants opened");
+}
+
+#[test]
+fn the_term_cache_answers_as_the_dictionary_and_forgets_a_swapped_one() {
+    let mut rng = XorShift::new(0xcac4e);
+    let vocab = vocabulary(&mut rng, 3000);
+    let a = random_section(&mut rng, 300, &vocab, WORDS);
+    let b = random_section(&mut rng, 200, &vocab[..1500], WORDS);
+    let (la, lb) = (Lexical::open(&a).unwrap(), Lexical::open(&b).unwrap());
+    assert_ne!(la.dict_id(), lb.dict_id());
+    // More distinct terms than the cache has slots (collisions), terms the corpus lacks,
+    // and terms too long to cache.
+    let long = "x".repeat(40);
+    let mut terms: Vec<&str> = vocab.iter().map(String::as_str).collect();
+    terms.extend(["", "zzzzqqq", long.as_str(), "ééééééééé", "москваmосква"]);
+    let mut cache = super::cache::TermCache::default();
+    let mut found = 0;
+    for round in 0..2 {
+        // Each dictionary twice in a row (answers from the cache), then the other one
+        // (an index swapped under a running searcher).
+        for lex in [&la, &la, &lb, &lb] {
+            for t in &terms {
+                let want = lex.lookup(t.as_bytes());
+                found += usize::from(want.is_some());
+                assert_eq!(
+                    cache.lookup(lex, t.as_bytes()),
+                    want,
+                    "{t:?}, round {round}"
+                );
+            }
+        }
+    }
+    assert!(
+        found > 1000,
+        "the test corpora know too few of its terms: {found}"
+    );
+}
+
+#[test]
+fn one_searcher_serving_two_indexes_in_turn_answers_like_fresh_ones() {
+    let mut rng = XorShift::new(0x5a9);
+    let vocab = vocabulary(&mut rng, 400);
+    let a = random_section(&mut rng, 500, &vocab, char_ngrams(4));
+    let b = random_section(&mut rng, 300, &vocab[100..], char_ngrams(4));
+    let queries: Vec<String> = (0..20)
+        .map(|_| {
+            let words: Vec<&str> = (0..1 + rng.below(8))
+                .map(|_| vocab[rng.below(vocab.len() as u64) as usize].as_str())
+                .collect();
+            words.join(" ")
+        })
+        .collect();
+    let hits = |s: &mut LexicalSearcher, lex: &Lexical<'_>, q: &str| {
+        let mut out = Hits::new();
+        s.search(lex, q, "", 0.0, 10, &mut out);
+        out.iter()
+            .map(|h| (h.index, h.score.to_bits()))
+            .collect::<Vec<_>>()
+    };
+    let mut shared = LexicalSearcher::new();
+    for round in 0..2 {
+        for bytes in [&a, &b] {
+            let lex = Lexical::open(bytes).unwrap();
+            for q in &queries {
+                let fresh = hits(&mut LexicalSearcher::new(), &lex, q);
+                assert_eq!(hits(&mut shared, &lex, q), fresh, "{q:?}, round {round}");
+            }
+        }
+    }
 }
