@@ -19,6 +19,7 @@
 //!     cargo bench --bench lexical                     # 2.4k, 100k (+ Spoken-SQuAD)
 //!     PRIMD_BENCH_1M=1 cargo bench --bench lexical    # + 1M
 //!     PRIMD_BENCH_QUICK=1 ...                         # char4 queries only (no build cost, no words)
+//!     PRIMD_BENCH_WORDS=1 ...                         # word queries at every size, 1M and QUICK too
 //!     PRIMD_BENCH_SIZES=100000 ...                    # only these synthetic sizes ("": none)
 //!     PRIMD_BENCH_INDEX=ss.idx PRIMD_BENCH_QUERIES=queries.jsonl ...
 //!         # + an index built by build-index (its own lexical section, exactly what primd
@@ -529,11 +530,13 @@ fn lexical(c: &mut Criterion) {
             format!("lexical_{:.1}k", n as f64 / 1000.0)
         };
         let char4 = section(n, &DEFAULT_ANALYZER, &passages);
-        if n <= 100_000 && std::env::var_os("PRIMD_BENCH_QUICK").is_none() {
+        let quick = std::env::var_os("PRIMD_BENCH_QUICK").is_some();
+        if n <= 100_000 && !quick {
             speculative_step(c, &name, &passages, &queries);
-        }
-        if n <= 100_000 && std::env::var_os("PRIMD_BENCH_QUICK").is_none() {
             build_cost(&passages);
+        }
+        // Word queries: the analyzer to weigh against char 4-grams where a corpus is large.
+        if (n <= 100_000 && !quick) || std::env::var_os("PRIMD_BENCH_WORDS").is_some() {
             let words = section(n, &WORDS, &passages);
             let norms = Lexical::open(&words).unwrap().doc_norms();
             let lex = Lexical::open(&words).unwrap().with_norms(&norms);
