@@ -13,7 +13,7 @@
 
 mod corpus;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -25,7 +25,7 @@ use primd::flags::ModelArgs;
 use primd::index::{
     Index, IndexMeta, PassageRecord, WriteOptions, passage_embed_text, write_index_with,
 };
-use primd::lexical::{AnalyzerSpec, Bm25, DEFAULT_ANALYZER, check_params};
+use primd::lexical::{AnalyzerKind, AnalyzerSpec, Bm25, DEFAULT_ANALYZER, check_params};
 
 /// Build a primd index from a corpus.
 #[derive(Parser, Debug)]
@@ -149,6 +149,11 @@ fn run(args: Args) -> anyhow::Result<()> {
             size as f64 / (1 << 20) as f64
         ),
     }
+    if let Some(lex) = index.lexical()
+        && let Some(notice) = large_corpus_notice(lex.doc_count(), lex.spec(), &args.output)
+    {
+        eprintln!("{notice}");
+    }
     eprintln!(
         "build-index: {} documents → {} passages in {:?} ({:.1} passages/s embedding on {} threads, {} model, {:.1} s total)",
         docs.len(),
@@ -175,6 +180,27 @@ const BATCH_WORDS: usize = 192;
 const BATCH_MAX: usize = 16;
 
 /// Embeds `passages` (title + text) as one batch through the encoder, into `out`.
+/// From this many passages on, a char n-gram query costs about as much as an embed (a
+/// top-100 query over 100k synthetic passages: 1.9-2.1 ms against 2.25 ms for a 20-token
+/// int8 embed, 1M: 16 ms; docs/benchmarks.md, "Session 17").
+const LARGE_CORPUS: usize = 100_000;
+
+/// What a user building a large char n-gram index should know before flashing it: the
+/// query runs on every partial, and its cost grows with the corpus.
+fn large_corpus_notice(passages: usize, spec: &AnalyzerSpec, output: &Path) -> Option<String> {
+    if passages < LARGE_CORPUS || !matches!(spec.kind, AnalyzerKind::CharNgrams { .. }) {
+        return None;
+    }
+    Some(format!(
+        "build-index: note: {passages} passages with {spec}: a lexical query runs on every \
+         partial and its cost grows with the corpus; at this size it can cost as much as an \
+         embed. Measure it on the board with `primd bench --index {}`; `--analyzer words` \
+         is several times faster, at a lower hit rate on names the recognizer misspells \
+         (README, \"Large corpora\").",
+        output.display()
+    ))
+}
+
 fn embed_batch(
     e: &mut Embedder,
     passages: &[&PassageRecord],
@@ -245,4 +271,20 @@ fn embed_all(
     );
     bar.finish_and_clear();
     Ok(parts?.into_iter().flatten().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_char_ngram_corpus_gets_the_notice_and_others_do_not() {
+        let out = Path::new("big.idx");
+        let words: AnalyzerSpec = "words".parse().unwrap();
+        let note = large_corpus_notice(LARGE_CORPUS, &DEFAULT_ANALYZER, out).unwrap();
+        assert!(note.contains("primd bench --index big.idx"), "{note}");
+        assert!(note.contains("--analyzer words"), "{note}");
+        assert!(large_corpus_notice(LARGE_CORPUS - 1, &DEFAULT_ANALYZER, out).is_none());
+        assert!(large_corpus_notice(1_000_000, &words, out).is_none());
+    }
 }
