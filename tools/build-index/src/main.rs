@@ -134,25 +134,25 @@ fn run(args: Args) -> anyhow::Result<()> {
         Index::open(&args.output).with_context(|| format!("reopening {:?}", args.output))?;
     let size = std::fs::metadata(&args.output).map_or(0, |m| m.len());
     match index.lexical() {
-        Some(lex) => eprintln!(
-            "build-index: lexical section: {} analyzer, BM25 k1 {} b {}, {} terms, {:.1} MiB \
-             of {:.1} MiB (index written in {write_secs:.1} s)",
-            lex.spec(),
-            bm25.k1,
-            bm25.b,
-            lex.term_count(),
-            lex.section_bytes() as f64 / (1 << 20) as f64,
-            size as f64 / (1 << 20) as f64,
-        ),
+        Some(lex) => {
+            eprintln!(
+                "build-index: lexical section: {} analyzer, BM25 k1 {} b {}, {} terms, {:.1} MiB \
+                 of {:.1} MiB (index written in {write_secs:.1} s)",
+                lex.spec(),
+                bm25.k1,
+                bm25.b,
+                lex.term_count(),
+                lex.section_bytes() as f64 / (1 << 20) as f64,
+                size as f64 / (1 << 20) as f64,
+            );
+            if let Some(notice) = large_corpus_notice(lex.doc_count(), lex.spec(), &args.output) {
+                eprintln!("{notice}");
+            }
+        }
         None => eprintln!(
             "build-index: no lexical section (--no-lexical): {:.1} MiB, dense search only",
             size as f64 / (1 << 20) as f64
         ),
-    }
-    if let Some(lex) = index.lexical()
-        && let Some(notice) = large_corpus_notice(lex.doc_count(), lex.spec(), &args.output)
-    {
-        eprintln!("{notice}");
     }
     eprintln!(
         "build-index: {} documents → {} passages in {:?} ({:.1} passages/s embedding on {} threads, {} model, {:.1} s total)",
@@ -179,7 +179,6 @@ const BATCH_WORDS: usize = 192;
 /// At most this many passages per batch (one-word passages).
 const BATCH_MAX: usize = 16;
 
-/// Embeds `passages` (title + text) as one batch through the encoder, into `out`.
 /// From this many passages on, a char n-gram query costs about as much as an embed (a
 /// top-100 query over 100k synthetic passages: 1.9-2.1 ms against 2.25 ms for a 20-token
 /// int8 embed, 1M: 16 ms; docs/benchmarks.md, "Session 17").
@@ -201,6 +200,7 @@ fn large_corpus_notice(passages: usize, spec: &AnalyzerSpec, output: &Path) -> O
     ))
 }
 
+/// Embeds `passages` (title + text) as one batch through the encoder, into `out`.
 fn embed_batch(
     e: &mut Embedder,
     passages: &[&PassageRecord],
