@@ -30,6 +30,12 @@
 //!         # streams (`../shared/data/stt`), in stream order, through one searcher: the
 //!         # query `primd run` makes on each partial, with its repeats and revisions
 //!
+//! The queries on an index opened as primd opens it (`PRIMD_BENCH_INDEX`, and the
+//! speculative step) take its decoded postings when the corpus has ≤ 4,096 passages
+//! (`lexical::Decoded`), and so do the synthetic sizes (2.4k); `lexical_spoken_squad`
+//! (the dev corpus's whole passages, its first 1,000 questions) queries the compressed
+//! section, the path of a corpus of more than 4,096 passages.
+//!
 //! Also, at 2.4k and 100k (not with PRIMD_BENCH_QUICK): `speculative_step`, what
 //! `primd run` does per partial in hybrid mode besides embedding (lexical top-100, 1-bit
 //! scan top-100, the union fused as `--emit-speculative`'s guess). With PRIMD_BENCH_INDEX
@@ -43,7 +49,7 @@ use std::time::Instant;
 use criterion::{Criterion, criterion_group, criterion_main};
 use primd::index::{IndexMeta, PassageRecord, WriteOptions, write_index_with};
 use primd::lexical::{
-    AnalyzerKind, AnalyzerSpec, Bm25, DEFAULT_ANALYZER, Lexical, LexicalSearcher, build,
+    AnalyzerKind, AnalyzerSpec, Bm25, DEFAULT_ANALYZER, Decoded, Lexical, LexicalSearcher, build,
 };
 use primd::search::Hits;
 // Seeded: the same corpus on every machine and run.
@@ -543,14 +549,22 @@ fn lexical(c: &mut Criterion) {
             bench_queries(c, &name, &lex, &queries, true);
         }
         drop(passages);
-        // Norms precomputed, as an open `Index` serves the section.
+        // Norms precomputed and a small corpus's postings decoded, as an open `Index`
+        // serves the section.
         let norms = Lexical::open(&char4).unwrap().doc_norms();
         let lex = Lexical::open(&char4).unwrap().with_norms(&norms);
+        let decoded = Decoded::for_serving(&lex);
+        let lex = match &decoded {
+            Some(d) => lex.with_decoded(d),
+            None => lex,
+        };
         bench_queries(c, &name, &lex, &queries, true);
     }
     if let Some((passages, queries)) = spoken_squad() {
         let bytes = build(&passages, &DEFAULT_ANALYZER, Bm25::default()).unwrap();
         let norms = Lexical::open(&bytes).unwrap().doc_norms();
+        // Compressed postings, not decoded: the path of a corpus of more than 4,096
+        // passages, here on the dev corpus (against `lexical_index` on the same corpus).
         let lex = Lexical::open(&bytes).unwrap().with_norms(&norms);
         bench_queries(c, "lexical_spoken_squad", &lex, &queries, true);
     }

@@ -120,6 +120,8 @@ struct IndexInfo {
     synthetic: bool,
     passages: usize,
     lexical: bool,
+    /// RAM taken by the lexical postings decoded at open (0: scored from the file).
+    decoded_bytes: usize,
     file_bytes: u64,
     /// Whether the file's cached pages could be dropped first (`posix_fadvise
     /// DONTNEED`), so `page_in_ms` read it from storage rather than from the page cache.
@@ -321,6 +323,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         synthetic: synthetic.is_some(),
         passages: index.len(),
         lexical: index.lexical().is_some(),
+        decoded_bytes: index.decoded_bytes(),
         file_bytes,
         cold,
         page_in_ms,
@@ -834,10 +837,13 @@ fn table(r: &Report) -> String {
             .map_or("synthetic".to_string(), |p| p.display().to_string()),
         ix.passages,
         mib(ix.file_bytes as f64),
-        if ix.lexical {
-            ", lexical section"
-        } else {
-            ", no lexical section"
+        match (ix.lexical, ix.decoded_bytes) {
+            (false, _) => ", no lexical section".to_string(),
+            (true, 0) => ", lexical section".to_string(),
+            (true, b) => format!(
+                ", lexical section (postings decoded in RAM: {:.1} MiB)",
+                mib(b as f64)
+            ),
         }
     );
     let _ = writeln!(

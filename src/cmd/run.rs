@@ -83,10 +83,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         super::wyoming::start(w, args, &index, retriever.as_str(), &inbox.hub(), &stdout)?;
     }
     log::info!(
-        "serving {} passages from {:?}; {retriever} retriever; streaming {}",
+        "serving {} passages from {:?}; {retriever} retriever; streaming {}{}",
         index.len(),
         args.index,
-        if cfg.stream.enabled { "on" } else { "off" }
+        if cfg.stream.enabled { "on" } else { "off" },
+        decoded_note(index.decoded_bytes())
     );
     let dopts = DaemonOptions {
         dialect: Some(args.dialect.0),
@@ -157,5 +158,17 @@ impl PidFile {
 impl Drop for PidFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The log's mention of lexical postings decoded into RAM at open (empty when none).
+fn decoded_note(bytes: usize) -> String {
+    if bytes == 0 {
+        String::new()
+    } else {
+        format!(
+            "; lexical postings decoded in RAM ({:.1} MiB)",
+            bytes as f64 / (1 << 20) as f64
+        )
     }
 }

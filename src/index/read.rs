@@ -35,7 +35,7 @@ use super::format::{
     SEC_CODES, SEC_LEXICAL, SEC_OFFSETS, SEC_SCALES, SEC_VECTORS, SECTION_COUNT, SECTION_NAMES,
     Section, align_up, decode_record, expected_lengths,
 };
-use crate::lexical::{Lexical, WordRules};
+use crate::lexical::{Decoded, Lexical, WordRules};
 
 /// An open, validated, memory-mapped index.
 pub struct Index {
@@ -53,6 +53,9 @@ pub struct Index {
     /// Its documents' BM25 length norms, computed once here so that no query computes
     /// them per posting ([`Lexical::with_norms`]); empty without a lexical section.
     norms: Box<[f32]>,
+    /// Its postings decoded with their contributions, for a corpus scored term at a
+    /// time, within a RAM budget ([`Decoded`]); `None` otherwise.
+    decoded: Option<Box<Decoded>>,
     /// Start of the footer = end of the CRC-covered bytes.
     footer: usize,
 }
@@ -172,6 +175,7 @@ impl Index {
             sections: Default::default(),
             has_lexical: false,
             norms: Box::default(),
+            decoded: None,
             footer: 0,
             map,
         };
@@ -340,6 +344,7 @@ impl Index {
         }
 
         let mut norms = Box::default();
+        let mut decoded = None;
         if has_lexical {
             let lex = Lexical::open(&bytes[sections[SEC_LEXICAL].clone()])
                 .map_err(|e| self.corrupt(format!("lexical section: {e}")))?;
@@ -350,12 +355,23 @@ impl Index {
                 )));
             }
             norms = lex.doc_norms();
+            let t0 = std::time::Instant::now();
+            decoded = Decoded::for_serving(&lex.clone().with_norms(&norms)).map(Box::new);
+            if let Some(d) = &decoded {
+                log::debug!(
+                    "{:?}: lexical postings decoded into {} bytes in {:.1} ms",
+                    self.path,
+                    d.bytes(),
+                    t0.elapsed().as_secs_f64() * 1e3
+                );
+            }
         }
 
         self.dim = dim as usize;
         self.code_bytes = self.dim / 8;
         self.has_lexical = has_lexical;
         self.norms = norms;
+        self.decoded = decoded;
         self.count = count;
         self.meta = h.meta;
         self.sections = sections;
@@ -399,7 +415,19 @@ impl Index {
         }
         Lexical::parse(&self.map[self.sections[SEC_LEXICAL].clone()])
             .ok()
-            .map(|l| l.with_norms(&self.norms))
+            .map(|l| {
+                let l = l.with_norms(&self.norms);
+                match &self.decoded {
+                    Some(d) => l.with_decoded(d),
+                    None => l,
+                }
+            })
+    }
+
+    /// RAM held by the lexical postings decoded at open ([`Decoded`]; 0: none, the
+    /// corpus is scored from the mapped file).
+    pub fn decoded_bytes(&self) -> usize {
+        self.decoded.as_ref().map_or(0, |d| d.bytes())
     }
 
     /// The word rules a query of this index must be cut by: its lexical section's (the

@@ -12,6 +12,7 @@
 //! - `format`: the byte layout both sides agree on, and the BM25 arithmetic;
 //! - `kernels`: the SIMD inner loops of a query (block decoding, scoring), each with its scalar twin;
 //! - `read`: [`Lexical`], the validated view over the mapped section, and posting cursors;
+//! - `decoded`: a small corpus's postings decoded once with their contributions (RAM for time);
 //! - `cache`: a searcher's memory of recent term-dictionary lookups;
 //! - `search`: [`LexicalSearcher`], MaxScore top-k, and the exhaustive reference.
 //!
@@ -22,6 +23,7 @@
 pub mod analyze;
 mod build;
 mod cache;
+mod decoded;
 mod format;
 mod kernels;
 mod read;
@@ -33,6 +35,7 @@ use std::str::FromStr;
 pub use crate::stream::normalize::WordRules;
 pub use analyze::{ANALYZER_VERSION, Analyzer};
 pub use build::{build, check_params};
+pub use decoded::Decoded;
 pub use format::{BLOCK, NGRAM_RANGE, idf};
 pub use kernels::kernel_name;
 pub use read::Lexical;

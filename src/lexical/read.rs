@@ -20,6 +20,7 @@ use std::fmt;
 
 use super::analyze::{ANALYZER_VERSION, OLDEST_ANALYZER_VERSION, word_rules};
 use super::build::check_params;
+use super::decoded::Decoded;
 use super::format::{
     BLOCK, BLOCK_ENTRY, BlockEntry, LEX_ALIGN, LEX_HEADER, LEX_MAGIC, LEX_VERSION, LexHeader,
     SUB_COUNT, SUB_DOCLENS, SUB_FST, SUB_NAMES, SUB_POSTINGS, SUB_TERMS, Scorer, TERM_RECORD,
@@ -53,6 +54,9 @@ pub struct Lexical<'a> {
     /// long (an open [`Index`](crate::index::Index)); empty: computed from the document
     /// lengths at each use. Equal either way: both come from [`Scorer::norm`].
     norms: &'a [f32],
+    /// The section's postings decoded with their contributions, when whoever holds it
+    /// for long decoded them ([`Decoded`]); `None`: read from the section.
+    decoded: Option<&'a Decoded>,
     /// Size of the whole section.
     section_bytes: usize,
 }
@@ -215,6 +219,7 @@ impl<'a> Lexical<'a> {
             total_len: h.total_len,
             scorer: Scorer::new(h.bm25, avgdl(h.doc_count, h.total_len)),
             norms: &[],
+            decoded: None,
             section_bytes: bytes.len(),
         })
     }
@@ -236,6 +241,21 @@ impl<'a> Lexical<'a> {
             self.norms = norms;
         }
         self
+    }
+
+    /// This view scoring term at a time from `decoded` ([`Decoded::build`] of the same
+    /// section) instead of decoding postings. Ignored unless it covers every term.
+    pub fn with_decoded(mut self, decoded: &'a Decoded) -> Self {
+        if decoded.term_count() == self.term_count {
+            self.decoded = Some(decoded);
+        }
+        self
+    }
+
+    /// The decoded postings given by [`with_decoded`](Self::with_decoded), if any.
+    #[inline]
+    pub(crate) fn decoded(&self) -> Option<&'a Decoded> {
+        self.decoded
     }
 
     /// The length norms given by [`with_norms`](Self::with_norms), if any.
@@ -330,6 +350,13 @@ impl<'a> Lexical<'a> {
 
     /// Term `ord`'s document frequency, idf and posting list. `None`
     /// only for a corrupt section.
+    /// Document frequency of term `ord` (no idf, no bounds of its postings: a cheap read
+    /// of its record).
+    #[inline]
+    pub(crate) fn df(&self, ord: u32) -> Option<u32> {
+        TermRecord::read(self.terms, ord as usize).map(|t| t.df)
+    }
+
     pub(crate) fn term(&self, ord: u32) -> Option<TermView<'a>> {
         let ord = ord as usize;
         let t = TermRecord::read(self.terms, ord)?;

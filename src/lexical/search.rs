@@ -4,7 +4,10 @@
 //! - **term at a time** ([`LexicalSearcher::search_exhaustive`]): every posting of every
 //!   query term is added into a per-document accumulator, then the top-k is taken. Simple,
 //!   obviously right, and the reference the fast path is tested against; also the better
-//!   plan for a very long query (thousands of distinct terms), where it is used.
+//!   plan for a very long query (thousands of distinct terms), where it is used. When the
+//!   view carries decoded postings ([`Decoded`](super::decoded::Decoded): a small corpus in
+//!   an open index) it adds their precomputed contributions instead of decoding and
+//!   scoring blocks: the same sums bit for bit, 1.1-1.9x faster on the dev set.
 //! - **MaxScore over windows** ([`LexicalSearcher::search`]; Turtle & Flood 1995, in the
 //!   form of Lucene's `MaxScoreBulkScorer`): documents are taken in windows of
 //!   [`WINDOW`]; in each, every term's bound is the largest block maximum it has there
@@ -66,6 +69,12 @@ const SWITCH_WORK: f64 = 0.3;
 /// which stay in the L2 cache of any board while every term adds into them. (Tests cut
 /// their small corpora into many chunks.)
 const TAAT_CHUNK: u32 = if cfg!(test) { 256 } else { 16_384 };
+
+/// Whether a corpus of `docs` documents is one MaxScore window, which [`LexicalSearcher::
+/// search`] scores term at a time (the corpora whose postings an open index decodes).
+pub(crate) fn scored_term_at_a_time(docs: usize) -> bool {
+    docs <= WINDOW
+}
 
 /// Upper bounds are inflated by this relative margin before pruning, so that float
 /// rounding in a different summation order can never prune a document that belongs in
@@ -209,11 +218,11 @@ impl LexicalSearcher {
         // from a θ seeded by the strongest terms' partial scores, but its probes (a
         // cursor step per candidate and non-essential term) cost more than scoring the
         // few thousand postings they avoid (measured on Spoken-SQuAD: 2x slower).
-        let window = match self.window {
-            0 => WINDOW,
-            w => w.next_multiple_of(64),
+        let one_window = match self.window {
+            0 => scored_term_at_a_time(lex.doc_count()),
+            w => lex.doc_count() <= w.next_multiple_of(64),
         };
-        if self.terms.len() > MAXSCORE_MAX_TERMS || lex.doc_count() <= window {
+        if self.terms.len() > MAXSCORE_MAX_TERMS || one_window {
             self.term_at_a_time(lex, k, out);
         } else {
             self.maxscore(lex, k, out);
@@ -304,6 +313,23 @@ impl LexicalSearcher {
         if self.acc.len() < n {
             self.acc.resize(n, 0.0);
         }
+        let acc = &mut self.acc[..n];
+        if let Some(decoded) = lex.decoded() {
+            for q in &self.terms {
+                let (docs, contribs) = decoded.postings(q.ord);
+                kernels::add(docs, contribs, q.weight, acc);
+            }
+        } else {
+            self.score_postings(lex, n);
+        }
+        self.stats.scored = self.stats.postings;
+        self.top.reset(k.min(out.capacity()));
+        self.top.take_from(&mut self.acc[..n], 0, f32::NEG_INFINITY);
+        self.top.drain_into(out);
+    }
+
+    /// Term at a time from the section's compressed postings into `self.acc[..n]`.
+    fn score_postings(&mut self, lex: &Lexical<'_>, n: usize) {
         let scorer = *lex.scorer();
         let norms = norms_of(lex, &mut self.norms);
         let mut p = Postings::new();
@@ -314,10 +340,6 @@ impl LexicalSearcher {
             let term = q.scoring(scorer);
             p.for_each_block(|docs, tfs| kernels::score(docs, tfs, norms, acc, term));
         }
-        self.stats.scored = self.stats.postings;
-        self.top.reset(k.min(out.capacity()));
-        self.top.take_from(acc, 0, f32::NEG_INFINITY);
-        self.top.drain_into(out);
     }
 
     fn maxscore(&mut self, lex: &Lexical<'_>, k: usize, out: &mut Hits) {

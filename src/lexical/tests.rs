@@ -286,6 +286,12 @@ fn fast_path_equals_exhaustive_and_naive_on_random_corpora() {
     let mut rng = XorShift::new(0x1e81ca1);
     let mut out = Hits::new();
     let (mut seeded, mut switched) = (0, 0);
+    let orphan = build(
+        &passages(&[("", "an unrelated section"), ("", "of two passages")]),
+        &WORDS,
+        Bm25::default(),
+    )
+    .unwrap();
     for round in 0..12 {
         // MaxScore windows from 64 documents (many windows) to the default (one).
         let mut searcher = LexicalSearcher::with_window([64, 200, 1000, 0][round / 3 % 4]);
@@ -301,6 +307,13 @@ fn fast_path_equals_exhaustive_and_naive_on_random_corpora() {
         let norms = lex.doc_norms();
         let served = Lexical::open(&bytes).unwrap().with_norms(&norms);
         let short = Lexical::open(&bytes).unwrap().with_norms(&norms[1..]);
+        // And with its postings decoded at open (a decoding of another section, with
+        // another term count, is ignored).
+        let decoded = Decoded::build(&served, usize::MAX).unwrap();
+        let fast_view = served.clone().with_decoded(&decoded);
+        let other = Decoded::build(&Lexical::open(&orphan).unwrap(), usize::MAX).unwrap();
+        let ignored = served.clone().with_decoded(&other);
+        assert!(fast_view.decoded().is_some() && ignored.decoded().is_none());
         for _ in 0..15 {
             let qlen = 1 + rng.below(12) as usize;
             let words: Vec<&str> = (0..qlen)
@@ -319,7 +332,12 @@ fn fast_path_equals_exhaustive_and_naive_on_random_corpora() {
             let what = format!("round {round} ({spec}, {n} docs) query {query:?} k {k}");
             assert_same_top(&fast, &exact, &what);
             // Precomputed norms are the same arithmetic: identical hits, bit for bit.
-            for (view, name) in [(&served, "precomputed norms"), (&short, "ignored norms")] {
+            for (view, name) in [
+                (&served, "precomputed norms"),
+                (&short, "ignored norms"),
+                (&fast_view, "decoded postings"),
+                (&ignored, "ignored decoding"),
+            ] {
                 searcher.search(view, &query, &extra, w, k, &mut out);
                 let got: Vec<(u32, f32)> = out.iter().map(|h| (h.index, h.score)).collect();
                 assert_eq!(got, fast, "{what}: {name}, fast path");
@@ -488,18 +506,35 @@ fn sub(b: &[u8], i: usize) -> (usize, usize) {
     (off as usize, len as usize)
 }
 
+/// Hits as (passage, score bits): equal only if equal bit for bit.
+fn bits(hits: &Hits) -> Vec<(u32, u32)> {
+    hits.iter().map(|h| (h.index, h.score.to_bits())).collect()
+}
+
 /// Opens and, if accepted, searches with both scorers: must never panic.
 fn open_and_search(b: &[u8], queries: &[&str]) -> bool {
     let Ok(lex) = Lexical::open(b) else {
         return false;
     };
+    // As an open index serves it, too: garbage postings decode to garbage sums, never
+    // to a panic or an id past the corpus, and to the same sums as the compressed path.
+    let norms = lex.doc_norms();
+    let served = lex.clone().with_norms(&norms);
+    let decoded = Decoded::for_serving(&served).expect("a small section is decoded");
+    let fast = served.clone().with_decoded(&decoded);
     let mut s = LexicalSearcher::new();
-    let mut out = Hits::new();
+    let (mut out, mut fast_out) = (Hits::new(), Hits::new());
     for q in queries {
-        s.search(&lex, q, "extra words", 0.5, 10, &mut out);
-        assert!(out.iter().all(|h| (h.index as usize) < lex.doc_count()));
-        s.search_exhaustive(&lex, q, "", 0.0, 1000, &mut out);
-        assert!(out.iter().all(|h| (h.index as usize) < lex.doc_count()));
+        for (view, out) in [(&served, &mut out), (&fast, &mut fast_out)] {
+            s.search(view, q, "extra words", 0.5, 10, out);
+            assert!(out.iter().all(|h| (h.index as usize) < lex.doc_count()));
+        }
+        assert_eq!(bits(&out), bits(&fast_out), "{q}");
+        for (view, out) in [(&served, &mut out), (&fast, &mut fast_out)] {
+            s.search_exhaustive(view, q, "", 0.0, 1000, out);
+            assert!(out.iter().all(|h| (h.index as usize) < lex.doc_count()));
+        }
+        assert_eq!(bits(&out), bits(&fast_out), "{q}");
     }
     true
 }
@@ -691,4 +726,32 @@ fn one_searcher_serving_two_indexes_in_turn_answers_like_fresh_ones() {
             }
         }
     }
+}
+
+#[test]
+fn postings_are_decoded_only_for_a_small_corpus_within_the_budget() {
+    let mut rng = XorShift::new(0xdec0);
+    let vocab = vocabulary(&mut rng, 50);
+    let small = build(
+        &random_corpus(&mut rng, 300, &vocab),
+        &WORDS,
+        Bm25::default(),
+    )
+    .unwrap();
+    let lex = Lexical::open(&small).unwrap();
+    let decoded = Decoded::for_serving(&lex).expect("300 passages are decoded");
+    let postings: u64 = (0..lex.term_count() as u32)
+        .map(|o| u64::from(lex.term(o).unwrap().df))
+        .sum();
+    assert_eq!(
+        decoded.bytes() as u64,
+        postings * 8 + 4 * (lex.term_count() as u64 + 1)
+    );
+    // One byte short of what it needs: left compressed (and still searched).
+    assert!(Decoded::build(&lex, decoded.bytes() - 1).is_none());
+    assert!(Decoded::build(&lex, decoded.bytes()).is_some());
+    // More passages than one MaxScore window: MaxScore reads the file, nothing decoded.
+    let large: Vec<PassageRecord> = (0..4097).map(|i| passage(i, "", "word")).collect();
+    let large = build(&large, &WORDS, Bm25::default()).unwrap();
+    assert!(Decoded::for_serving(&Lexical::open(&large).unwrap()).is_none());
 }

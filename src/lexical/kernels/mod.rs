@@ -188,6 +188,15 @@ pub(crate) fn score(docs: &[u32], tfs: &[u32], norms: &[f32], acc: &mut [f32], t
     unsafe { (kernels().score)(docs, tfs, norms, acc, t) }
 }
 
+/// Term-at-a-time scoring from decoded postings ([`Decoded`](super::decoded::Decoded)):
+/// `acc[docs[i]] += weight · contribs[i]`, the last multiply and add of [`score`] with
+/// the same roundings. One scattered add per posting leaves nothing for SIMD to gain, so
+/// this is the portable loop on every architecture. Ids outside `acc` are skipped.
+#[inline]
+pub(crate) fn add(docs: &[u32], contribs: &[f32], weight: f32, acc: &mut [f32]) {
+    scalar::add(docs, contribs, weight, acc)
+}
+
 /// Name of the kernel set chosen at run time, for logs and benchmarks: "x86_64-avx2",
 /// "aarch64-neon" or "scalar".
 pub fn kernel_name() -> &'static str {

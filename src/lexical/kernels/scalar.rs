@@ -90,3 +90,13 @@ pub(crate) fn score(docs: &[u32], tfs: &[u32], norms: &[f32], acc: &mut [f32], t
         *a += t.weight * t.scorer.score(t.idf, tf.saturating_add(1), norm);
     }
 }
+
+/// Adds decoded contributions to the accumulators; see [`super::add`].
+#[inline]
+pub(crate) fn add(docs: &[u32], contribs: &[f32], weight: f32, acc: &mut [f32]) {
+    for (&d, &c) in docs.iter().zip(contribs) {
+        if let Some(a) = acc.get_mut(d as usize) {
+            *a += weight * c;
+        }
+    }
+}
