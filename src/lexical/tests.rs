@@ -480,8 +480,9 @@ fn warm_searcher_allocates_nothing() {
     let ps = random_corpus(&mut rng, 500, &vocab);
     let bytes = build(&ps, &char_ngrams(4), Bm25::default()).unwrap();
     let lex = Lexical::open(&bytes).unwrap();
-    // Small windows, so MaxScore runs over many windows of the 500 documents.
-    let mut s = LexicalSearcher::with_window(64);
+    // Small windows, so MaxScore runs over many windows of the 500 documents, and every
+    // query in two phases (which runs MaxScore on its rarest terms).
+    let mut s = LexicalSearcher::with_window(64).with_exact_postings(1);
     let mut out = Hits::new();
     let q = vocab[..12].join(" ");
     s.search(&lex, &q, &vocab[20], 0.5, 10, &mut out);
@@ -754,4 +755,113 @@ fn postings_are_decoded_only_for_a_small_corpus_within_the_budget() {
     let large: Vec<PassageRecord> = (0..4097).map(|i| passage(i, "", "word")).collect();
     let large = build(&large, &WORDS, Bm25::default()).unwrap();
     assert!(Decoded::for_serving(&Lexical::open(&large).unwrap()).is_none());
+}
+
+/// A large query in two phases (rarest terms select, every term rescores), forced on
+/// small corpora by a low postings limit: every score returned is the passage's exact
+/// BM25 score, best first; a passage named by a word only it contains still comes first
+/// among a query's many common words; and a warm searcher allocates nothing more.
+#[test]
+fn two_phase_queries_return_exact_scores_and_keep_the_rare_terms_passage_first() {
+    let mut rng = XorShift::new(0x2fa5e);
+    let mut out = Hits::new();
+    let mut two_phase = 0;
+    for round in 0..6 {
+        let mut searcher = LexicalSearcher::with_window(64).with_exact_postings(1);
+        let size = 40 + rng.below(200) as usize;
+        let vocab = vocabulary(&mut rng, size);
+        let n = 300 + rng.below(1200) as usize;
+        let mut ps = random_corpus(&mut rng, n, &vocab);
+        // A passage with a word no other has, among common ones.
+        let named = rng.below(n as u64) as usize;
+        ps[named].text = format!("{} quetzalcoatl {}", vocab[0], vocab[1]);
+        let spec = [WORDS, char_ngrams(3), char_ngrams(4)][round % 3];
+        let bytes = build(&ps, &spec, Bm25::default()).unwrap();
+        let lex = Lexical::open(&bytes).unwrap();
+        let mut queries: Vec<(String, String, f32, usize)> = (0..12)
+            .map(|_| {
+                let qlen = 3 + rng.below(20) as usize;
+                let words: Vec<&str> = (0..qlen)
+                    .map(|_| vocab[rng.below(vocab.len() as u64) as usize].as_str())
+                    .collect();
+                let extra = vocab[rng.below(vocab.len() as u64) as usize].clone();
+                let w = [0.0f32, 0.25, 1.0][rng.below(3) as usize];
+                let k = [1usize, 10, 100, 300][rng.below(4) as usize];
+                (words.join(" "), extra, w, k)
+            })
+            .collect();
+        let planted = format!(
+            "{} quetzalcoatl {} {} {}",
+            vocab[0], vocab[1], vocab[2], vocab[3]
+        );
+        queries.push((planted.clone(), String::new(), 0.0, 10));
+        let mut capacities = None;
+        for pass in 0..2 {
+            for (query, extra, w, k) in &queries {
+                let what = format!("round {round} ({spec}, {n} docs) query {query:?} k {k}");
+                searcher.search(&lex, query, extra, *w, *k, &mut out);
+                let got: Vec<(u32, f32)> = out.iter().map(|h| (h.index, h.score)).collect();
+                if got.is_empty() || pass == 1 {
+                    continue;
+                }
+                assert!(searcher.stats().rescored > 0, "{what}: not in two phases");
+                two_phase += 1;
+                assert!(got.len() <= *k, "{what}");
+                let naive = naive_scores(&ps, &spec, query, extra, *w);
+                for &(d, s) in &got {
+                    let want = naive.get(&d).copied().unwrap_or(f64::NAN);
+                    assert!(close(s.into(), want), "{what}: doc {d}: {s} vs {want}");
+                }
+                for pair in got.windows(2) {
+                    let ((d0, s0), (d1, s1)) = (pair[0], pair[1]);
+                    assert!(s0 > s1 || (s0 == s1 && d0 < d1), "{what}: order {pair:?}");
+                }
+                if *query == planted {
+                    searcher.search_exhaustive(&lex, query, "", 0.0, 1, &mut out);
+                    assert_eq!(out[0].index, named as u32, "{what}: premise");
+                    assert_eq!(got[0].0, named as u32, "{what}");
+                }
+            }
+            // The second pass (same queries) allocates nothing more.
+            let now = searcher.capacities();
+            if pass == 1 {
+                assert_eq!(capacities.as_ref(), Some(&now), "round {round}");
+            }
+            capacities = Some(now);
+        }
+    }
+    assert!(two_phase > 60, "{two_phase}");
+}
+
+/// A query up to the postings limit is scored exactly; one posting over it takes two
+/// phases, with the same top-1 on a query whose rarest term decides it.
+#[test]
+fn the_postings_limit_decides_which_queries_take_two_phases() {
+    let docs: Vec<String> = (0..400)
+        .map(|i| match i % 3 {
+            0 => "the cat sat on the mat".to_string(),
+            1 => "the dog ate the bone".to_string(),
+            _ => format!("the bird sang song number {i}"),
+        })
+        .collect();
+    let docs: Vec<(&str, &str)> = docs.iter().map(|t| ("", t.as_str())).collect();
+    let bytes = build(&passages(&docs), &WORDS, Bm25::default()).unwrap();
+    let lex = Lexical::open(&bytes).unwrap();
+    let query = "the dog sang song number 200";
+    let mut exact = Hits::new();
+    let mut s = LexicalSearcher::with_window(64);
+    s.search(&lex, query, "", 0.0, 10, &mut exact);
+    let postings = s.stats().postings;
+    assert_eq!(s.stats().rescored, 0);
+    let mut out = Hits::new();
+    let mut at = LexicalSearcher::with_window(64).with_exact_postings(postings);
+    at.search(&lex, query, "", 0.0, 10, &mut out);
+    assert_eq!((at.stats().rescored, out.as_slice()), (0, exact.as_slice()));
+    let mut over = LexicalSearcher::with_window(64).with_exact_postings(postings - 1);
+    over.search(&lex, query, "", 0.0, 10, &mut out);
+    assert!(over.stats().rescored > 0 && over.stats().selecting_terms > 0);
+    assert!(over.stats().selecting_terms < over.stats().terms);
+    assert_eq!(out[0].index, exact[0].index);
+    assert_eq!(out[0].index, 200);
+    assert!(close(out[0].score.into(), exact[0].score.into()));
 }
