@@ -118,7 +118,8 @@ impl Zipf {
     }
 }
 
-fn corpus(n: usize) -> (Vec<PassageRecord>, Vec<String>) {
+/// The passages, the queries, and for each query the passage its rare words came from.
+fn corpus(n: usize) -> (Vec<PassageRecord>, Vec<String>, Vec<u32>) {
     let mut rng = Rng::new(SEED);
     let zipf = Zipf::new(&mut rng);
     let mut passages = Vec::with_capacity(n);
@@ -139,9 +140,12 @@ fn corpus(n: usize) -> (Vec<PassageRecord>, Vec<String>) {
     }
     // Queries from their own stream, so they do not shift with n.
     let mut qrng = Rng::new(SEED ^ 0xface);
+    let mut answers = Vec::with_capacity(QUERIES);
     let queries = (0..QUERIES)
         .map(|_| {
-            let p = &passages[qrng.index(n)];
+            let at = qrng.index(n);
+            answers.push(at as u32);
+            let p = &passages[at];
             let mut words: Vec<&str> = p.text.split(' ').collect();
             // its rarer words: the question's names
             words.sort_by_key(|w| std::cmp::Reverse(w.len()));
@@ -150,7 +154,7 @@ fn corpus(n: usize) -> (Vec<PassageRecord>, Vec<String>) {
             q.join(" ")
         })
         .collect();
-    (passages, queries)
+    (passages, queries, answers)
 }
 
 fn cache_dir() -> PathBuf {
@@ -189,6 +193,7 @@ fn bench_queries(
     group: &str,
     lex: &Lexical<'_>,
     queries: &[String],
+    answers: &[u32],
     exhaustive: bool,
 ) {
     let mut g = c.benchmark_group(group);
@@ -199,7 +204,7 @@ fn bench_queries(
     // what MaxScore did, on average, at top-100 and top-10.
     let spec = lex.spec().to_string();
     for k in [K, 10] {
-        let mut sum = [0f64; 8];
+        let mut sum = [0f64; 10];
         // Each query timed on its own (the peer, bm25_peer.py, reports per-query medians:
         // criterion's figure below is a mean over a cycle of queries).
         let mut lat: Vec<f64> = Vec::with_capacity(queries.len());
@@ -218,6 +223,8 @@ fn bench_queries(
                 skipped,
                 f64::from(s.windows),
                 f64::from(u8::from(s.switched_at.is_some())),
+                f64::from(u8::from(s.rescored > 0)),
+                s.selecting_terms as f64,
             ]) {
                 *a += x / queries.len() as f64;
             }
@@ -227,8 +234,8 @@ fn bench_queries(
         eprintln!(
             "{group} {spec} top-{k}: per query {:.0} terms, {:.0} postings, MaxScore scored \
              {:.0} ({:.0}%), {:.0} candidates, {:.0} probes, {:.0} windows ({:.0}% skipped), \
-             {:.0}% handed over to term at a time; one pass, each query timed: p50 {:.1} µs, \
-             p90 {:.1} µs",
+             {:.0}% handed over to term at a time, {:.0}% in two phases ({:.1} selecting \
+             terms); one pass, each query timed: p50 {:.1} µs, p90 {:.1} µs",
             sum[0],
             sum[1],
             sum[2],
@@ -238,10 +245,13 @@ fn bench_queries(
             sum[6],
             100.0 * sum[5],
             100.0 * sum[7],
+            100.0 * sum[8],
+            sum[9] / sum[8].max(1e-9),
             pct(0.5).unwrap_or(0.0),
             pct(0.9).unwrap_or(0.0),
         );
     }
+    agreement(group, lex, queries, answers, &mut searcher);
     let mut i = 0;
     g.bench_function(format!("maxscore_{spec}"), |b| {
         b.iter(|| {
@@ -267,6 +277,62 @@ fn bench_queries(
         });
     }
     g.finish();
+}
+
+/// How often `search` (two phases for a large query) returns what exhaustive scoring
+/// does: the same top-1, the same top-10 (as a set), and the share of the exhaustive
+/// top-10 found in its top-10; and, with `answers` (the passage each synthetic query was
+/// cut from), how often each finds it first and in its top-10. Printed once per group.
+fn agreement(
+    group: &str,
+    lex: &Lexical<'_>,
+    queries: &[String],
+    answers: &[u32],
+    searcher: &mut LexicalSearcher,
+) {
+    let (mut fast, mut exact) = (Hits::new(), Hits::new());
+    let (mut top1, mut top10, mut found) = (0usize, 0usize, 0usize);
+    // hit@1 and hit@10 of the answer: [fast, exhaustive]
+    let mut hit = [[0usize; 2]; 2];
+    for (i, q) in queries.iter().enumerate() {
+        searcher.search(lex, q, "", 0.0, 10, &mut fast);
+        searcher.search_exhaustive(lex, q, "", 0.0, 10, &mut exact);
+        top1 += usize::from(fast.first().map(|h| h.index) == exact.first().map(|h| h.index));
+        let mut a: Vec<u32> = fast.iter().map(|h| h.index).collect();
+        let mut b: Vec<u32> = exact.iter().map(|h| h.index).collect();
+        found += b.iter().filter(|d| a.contains(d)).count();
+        if let Some(&answer) = answers.get(i) {
+            for (j, hits) in [&fast, &exact].into_iter().enumerate() {
+                let rank = hits.iter().position(|h| h.index == answer);
+                hit[j][0] += usize::from(rank == Some(0));
+                hit[j][1] += usize::from(rank.is_some());
+            }
+        }
+        a.sort_unstable();
+        b.sort_unstable();
+        top10 += usize::from(a == b);
+    }
+    let n = queries.len().max(1) as f64;
+    eprintln!(
+        "{group} {} against exhaustive scoring, {} queries: same top-1 {:.1}%, same top-10 \
+         {:.1}%, exhaustive top-10 found {:.1}%",
+        lex.spec(),
+        queries.len(),
+        100.0 * top1 as f64 / n,
+        100.0 * top10 as f64 / n,
+        100.0 * found as f64 / (10.0 * n),
+    );
+    if answers.len() == queries.len() {
+        eprintln!(
+            "{group} {} the passage each query was cut from, hit@1 / hit@10: search {:.3} / \
+             {:.3}, exhaustive {:.3} / {:.3}",
+            lex.spec(),
+            hit[0][0] as f64 / n,
+            hit[0][1] as f64 / n,
+            hit[1][0] as f64 / n,
+            hit[1][1] as f64 / n,
+        );
+    }
 }
 
 /// Index sizes with and without the lexical section (random unit vectors, dim 384), and the
@@ -486,7 +552,7 @@ fn built_index(c: &mut Criterion) {
         lex.doc_count(),
         queries.len()
     );
-    bench_queries(c, "lexical_index", &lex, &queries, true);
+    bench_queries(c, "lexical_index", &lex, &queries, &[], true);
 }
 
 /// Every partial and final of `PRIMD_BENCH_STREAMS` (recorded streams, `{"partials":
@@ -510,7 +576,7 @@ fn stream_partials(c: &mut Criterion) {
         .lexical()
         .expect("PRIMD_BENCH_INDEX has no lexical section");
     eprintln!("lexical_partials: {} partials and finals", partials.len());
-    bench_queries(c, "lexical_partials", &lex, &partials, false);
+    bench_queries(c, "lexical_partials", &lex, &partials, &[], false);
 }
 
 fn lexical(c: &mut Criterion) {
@@ -529,7 +595,7 @@ fn lexical(c: &mut Criterion) {
             .collect();
     }
     for &n in &sizes {
-        let (passages, queries) = corpus(n);
+        let (passages, queries, answers) = corpus(n);
         let name = if n >= 1_000_000 {
             format!("lexical_{}m", n / 1_000_000)
         } else {
@@ -546,7 +612,7 @@ fn lexical(c: &mut Criterion) {
             let words = section(n, &WORDS, &passages);
             let norms = Lexical::open(&words).unwrap().doc_norms();
             let lex = Lexical::open(&words).unwrap().with_norms(&norms);
-            bench_queries(c, &name, &lex, &queries, true);
+            bench_queries(c, &name, &lex, &queries, &answers, true);
         }
         drop(passages);
         // Norms precomputed and a small corpus's postings decoded, as an open `Index`
@@ -558,7 +624,7 @@ fn lexical(c: &mut Criterion) {
             Some(d) => lex.with_decoded(d),
             None => lex,
         };
-        bench_queries(c, &name, &lex, &queries, true);
+        bench_queries(c, &name, &lex, &queries, &answers, true);
     }
     if let Some((passages, queries)) = spoken_squad() {
         let bytes = build(&passages, &DEFAULT_ANALYZER, Bm25::default()).unwrap();
@@ -566,7 +632,7 @@ fn lexical(c: &mut Criterion) {
         // Compressed postings, not decoded: the path of a corpus of more than 4,096
         // passages, here on the dev corpus (against `lexical_index` on the same corpus).
         let lex = Lexical::open(&bytes).unwrap().with_norms(&norms);
-        bench_queries(c, "lexical_spoken_squad", &lex, &queries, true);
+        bench_queries(c, "lexical_spoken_squad", &lex, &queries, &[], true);
     }
 }
 
