@@ -179,10 +179,11 @@ const BATCH_WORDS: usize = 192;
 /// At most this many passages per batch (one-word passages).
 const BATCH_MAX: usize = 16;
 
-/// From this many passages on, a char n-gram query costs about as much as an embed (a
-/// top-100 query over 100k synthetic passages: 1.9-2.1 ms against 2.25 ms for a 20-token
-/// int8 embed, 1M: 16 ms; docs/benchmarks.md, "Session 17").
-const LARGE_CORPUS: usize = 100_000;
+/// From this many passages on, a char n-gram query costs a good part of an embed or more
+/// (top-100 over synthetic passages, in two phases: 0.5 ms at 100k, 1.5 ms at 500k, 3.6
+/// ms at 1M, against about 2.3 ms for a 20-token int8 embed; docs/benchmarks.md,
+/// "Session 19").
+const LARGE_CORPUS: usize = 500_000;
 
 /// What a user building a large char n-gram index should know before flashing it: the
 /// query runs on every partial, and its cost grows with the corpus.
