@@ -551,20 +551,6 @@ impl<'a> Postings<'a> {
         self.for_each_run_below(END, f);
     }
 
-    /// Moves to the next document.
-    #[inline]
-    pub fn next(&mut self) {
-        if self.doc == END {
-            return;
-        }
-        self.pos += 1;
-        if self.pos < self.len {
-            self.doc = self.docs[self.pos];
-        } else {
-            self.load(self.block + 1);
-        }
-    }
-
     /// Moves to the first document ≥ `target` (skipping whole blocks by their last id).
     #[inline]
     pub fn advance(&mut self, target: u32) {
@@ -582,7 +568,16 @@ impl<'a> Postings<'a> {
             self.load(b);
         }
         while self.doc < target {
-            self.next();
+            // A block's ids ascend (`decode`): the first one ≥ target by binary search,
+            // not a step per document (a probe lands ~64 documents into a block).
+            let rest = &self.docs[self.pos..self.len];
+            let skip = rest.partition_point(|&d| d < target);
+            if skip < rest.len() {
+                self.pos += skip;
+                self.doc = self.docs[self.pos];
+                return;
+            }
+            self.load(self.block + 1);
         }
     }
 
