@@ -46,7 +46,7 @@ use std::collections::BinaryHeap;
 
 use super::analyze::Analyzer;
 use super::cache::TermCache;
-use super::format::Scorer;
+use super::format::{BLOCK, Scorer};
 use super::kernels::{self, TermScore};
 use super::read::{END, Lexical, Postings};
 use crate::search::{Hit, Hits, key_score, score_key};
@@ -186,7 +186,8 @@ pub struct LexicalSearcher {
     window: usize,
     /// Cursors, reused across searches (stored empty between them; see `recycle`).
     cursors: Vec<Postings<'static>>,
-    /// Term-at-a-time accumulators, one per document, all zero between searches.
+    /// Term-at-a-time accumulators, all zero between searches: one per document (plain
+    /// term at a time), or one per document of a chunk (MaxScore's hand-over).
     acc: Vec<f32>,
     /// Length norms for a view opened without them (an `Index` always has them).
     norms: Vec<f32>,
@@ -637,29 +638,44 @@ impl LexicalSearcher {
         theta: f32,
     ) {
         let n = lex.doc_count();
-        if self.acc.len() < n {
-            self.acc.resize(n, 0.0);
+        let chunk = (TAAT_CHUNK as usize).min(n);
+        if self.acc.len() < chunk {
+            self.acc.resize(chunk, 0.0);
         }
         let scorer = *lex.scorer();
         let norms = norms_of(lex, &mut self.norms);
-        let acc = &mut self.acc[..n];
         let mut scored = 0u64;
         let mut theta = theta;
-        // A chunk of documents at a time, every term, so that the accumulators written
-        // stay in cache (a 1M-passage corpus has 4 MiB of them).
+        // A block's ids made relative to the chunk's first document.
+        let mut local = [0u32; BLOCK];
+        // A chunk of documents at a time, every term, into accumulators for that chunk
+        // only, which stay in the L2 cache from one chunk to the next; one per document
+        // (4 MiB for 1M passages) had each chunk's come from memory and go back (1M
+        // passages: ~10% faster; docs/benchmarks.md, "Session 21").
         let mut c0 = from;
         while (c0 as usize) < n {
             let c1 = c0.saturating_add(TAAT_CHUNK).min(n as u32);
+            // (A norm table shorter than the corpus, only from a corrupt file, scores
+            // nothing rather than panicking.)
+            let (acc, norms) = (
+                &mut self.acc[..(c1 - c0) as usize],
+                norms.get(c0 as usize..c1 as usize).unwrap_or(&[]),
+            );
             for (q, c) in self.terms.iter().zip(cursors.iter_mut()) {
                 let term = q.scoring(scorer);
                 c.advance(c0);
                 c.for_each_run_below(c1, |docs, tfs| {
                     scored += docs.len() as u64;
-                    kernels::score(docs, tfs, norms, acc, term);
+                    // Ids are in c0..c1 (the cursor's contract); one that is not wraps
+                    // past the chunk, and the kernel skips it.
+                    let local = &mut local[..docs.len().min(BLOCK)];
+                    for (l, &d) in local.iter_mut().zip(docs) {
+                        *l = d.wrapping_sub(c0);
+                    }
+                    kernels::score(local, tfs, norms, acc, term);
                 });
             }
-            self.top
-                .take_from(&mut acc[..c1 as usize], c0 as usize, theta);
+            self.top.take_from(acc, c0, theta);
             theta = self.top.threshold();
             c0 = c1;
         }
@@ -764,7 +780,7 @@ impl TopScores {
         }
     }
 
-    /// Keeps the best of the term-at-a-time sums `acc[from..]` (document = position) over
+    /// Keeps the best of the term-at-a-time sums `acc` (document `base + position`) over
     /// `theta` and the top-k so far, and zeroes them. Every contribution is > 0 (idf > 0,
     /// tf ≥ 1, weight > 0), so a document was touched exactly when its sum is: no
     /// separate "seen" mark per posting. Documents come in ascending order, after any
@@ -778,15 +794,14 @@ impl TopScores {
     /// a document instead of a heap update (log k) for each, which mattered at top-100
     /// over short partials, whose sums pass θ often (a third of such a query's time
     /// went to the heap).
-    fn take_from(&mut self, acc: &mut [f32], from: usize, theta: f32) {
-        let from = from.min(acc.len());
+    fn take_from(&mut self, acc: &mut [f32], base: u32, theta: f32) {
         let k = self.k;
         let mut theta = theta.max(self.threshold()).max(0.0);
         let mut items = std::mem::take(&mut self.heap).into_vec();
         if k > 0 {
-            let mut keep = |d: usize, a: f32, theta: &mut f32| {
+            let mut keep = |at: usize, a: f32, theta: &mut f32| {
                 if a > *theta {
-                    items.push((score_key(a), d as u32));
+                    items.push((score_key(a), base.wrapping_add(at as u32)));
                     if items.len() >= 2 * k {
                         *theta = best_k(&mut items, k).max(0.0);
                     }
@@ -794,24 +809,24 @@ impl TopScores {
             };
             // Sixteen sums at a time, one vector compare (the fold has no early exit, so
             // it vectorises on every target): most blocks hold none over θ.
-            let blocks = acc[from..].chunks_exact(TAKE_BLOCK);
-            let rest = from + blocks.len() * TAKE_BLOCK;
+            let blocks = acc.chunks_exact(TAKE_BLOCK);
+            let rest = blocks.len() * TAKE_BLOCK;
             for (b, block) in blocks.enumerate() {
                 if block.iter().fold(false, |any, &a| any | (a > theta)) {
                     for (j, &a) in block.iter().enumerate() {
-                        keep(from + b * TAKE_BLOCK + j, a, &mut theta);
+                        keep(b * TAKE_BLOCK + j, a, &mut theta);
                     }
                 }
             }
-            for (d, &a) in acc.iter().enumerate().skip(rest) {
-                keep(d, a, &mut theta);
+            for (at, &a) in acc.iter().enumerate().skip(rest) {
+                keep(at, a, &mut theta);
             }
             if items.len() > k {
                 best_k(&mut items, k);
             }
         }
         self.heap = BinaryHeap::from(items);
-        acc[from..].fill(0.0);
+        acc.fill(0.0);
     }
 
     /// Best first into `out`; leaves the heap empty (its allocation kept).
@@ -888,7 +903,7 @@ mod tests {
                     (from + 1 + rng.below(700) as usize).min(n)
                 };
                 let theta = top.threshold();
-                top.take_from(&mut acc[..to], from, theta);
+                top.take_from(&mut acc[from..to], from as u32, theta);
                 from = to;
             }
             assert!(
