@@ -629,7 +629,7 @@ impl LexicalSearcher {
 
     /// Term at a time from document `from` to the end, into the top-k MaxScore has built
     /// from the documents before it (θ its current threshold): every cursor from `from`
-    /// on, through the SIMD kernels, into the per-document accumulators.
+    /// on, through the SIMD kernels, a chunk of documents at a time.
     fn rest_term_at_a_time(
         &mut self,
         lex: &Lexical<'_>,
