@@ -46,6 +46,7 @@ use std::collections::BinaryHeap;
 
 use super::analyze::Analyzer;
 use super::cache::TermCache;
+use super::decoded::Contributions;
 use super::format::{BLOCK, Scorer};
 use super::kernels::{self, TermScore};
 use super::read::{END, Lexical, Postings};
@@ -439,8 +440,12 @@ impl LexicalSearcher {
         let acc = &mut self.acc[..n];
         if let Some(decoded) = lex.decoded() {
             for q in &self.terms {
-                let (docs, contribs) = decoded.postings(q.ord);
-                kernels::add(docs, contribs, q.weight, acc);
+                match decoded.postings(q.ord) {
+                    Contributions::Sparse(docs, contribs) => {
+                        kernels::add(docs, contribs, q.weight, acc)
+                    }
+                    Contributions::Dense(row) => kernels::add_row(row, q.weight, acc),
+                }
             }
         } else {
             self.score_postings(lex, n);

@@ -197,6 +197,15 @@ pub(crate) fn add(docs: &[u32], contribs: &[f32], weight: f32, acc: &mut [f32]) 
     scalar::add(docs, contribs, weight, acc)
 }
 
+/// Term-at-a-time scoring from a dense row of contributions (one per document, zero
+/// where the term is absent): `acc[d] += weight · row[d]`, the same roundings as [`add`].
+/// A sequential pass the compiler vectorises on every target (no fused multiply-add: Rust
+/// never contracts), so this too is the portable loop.
+#[inline]
+pub(crate) fn add_row(row: &[f32], weight: f32, acc: &mut [f32]) {
+    scalar::add_row(row, weight, acc)
+}
+
 /// Name of the kernel set chosen at run time, for logs and benchmarks: "x86_64-avx2",
 /// "aarch64-neon" or "scalar".
 pub fn kernel_name() -> &'static str {

@@ -100,3 +100,11 @@ pub(crate) fn add(docs: &[u32], contribs: &[f32], weight: f32, acc: &mut [f32]) 
         }
     }
 }
+
+/// Adds a dense row of contributions to the accumulators; see [`super::add_row`].
+#[inline]
+pub(crate) fn add_row(row: &[f32], weight: f32, acc: &mut [f32]) {
+    for (a, &c) in acc.iter_mut().zip(row) {
+        *a += weight * c;
+    }
+}
