@@ -162,7 +162,7 @@ impl Decoded {
 
     /// Term `ord`'s contributions (no postings for an unknown ordinal).
     #[inline]
-    pub fn postings(&self, ord: u32) -> Contributions<'_> {
+    pub fn contributions(&self, ord: u32) -> Contributions<'_> {
         if let Ok(i) = self.dense.binary_search(&ord) {
             let start = i * self.doc_count;
             return Contributions::Dense(&self.rows[start..start + self.doc_count]);

@@ -440,7 +440,7 @@ impl LexicalSearcher {
         let acc = &mut self.acc[..n];
         if let Some(decoded) = lex.decoded() {
             for q in &self.terms {
-                match decoded.postings(q.ord) {
+                match decoded.contributions(q.ord) {
                     Contributions::Sparse(docs, contribs) => {
                         kernels::add(docs, contribs, q.weight, acc)
                     }
