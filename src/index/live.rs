@@ -308,6 +308,7 @@ impl Signals {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::format::{OFF_SECTIONS, SEC_VECTORS};
     use crate::index::test_support::{corpus, meta};
     use crate::index::write_index;
 
@@ -361,7 +362,9 @@ mod tests {
         assert!(live.reload().is_err());
         // one flipped bit inside the vectors: only the CRC sees it
         let mut flipped = good.clone();
-        flipped[good.len() / 2] ^= 0x10;
+        let at = OFF_SECTIONS + 16 * SEC_VECTORS;
+        let vectors = u64::from_le_bytes(good[at..at + 8].try_into().unwrap()) as usize;
+        flipped[vectors + 1] ^= 0x10;
         put(&flipped);
         let e = live.reload().unwrap_err();
         assert!(e.to_string().contains("checksum"), "{e}");
