@@ -35,17 +35,18 @@ const DENSE: Platt = Platt {
     gap3: 15.0134,
     cosine: 5.6761,
 };
+// Lexical and hybrid refitted on indexes of analyzer version 3 (n-grams across words).
 const LEXICAL: Platt = Platt {
-    intercept: -2.3796,
-    margin: 5.7951,
-    gap3: 6.4000,
+    intercept: -2.5474,
+    margin: 5.4935,
+    gap3: 7.3583,
     cosine: 0.0,
 };
 const HYBRID: Platt = Platt {
-    intercept: -5.1659,
-    margin: 6.6168,
-    gap3: 5.3198,
-    cosine: 6.6367,
+    intercept: -5.1363,
+    margin: 6.0896,
+    gap3: 5.7794,
+    cosine: 6.5107,
 };
 
 /// Below this confidence a result is flagged `evidence: "low"` by default: the top-1 is

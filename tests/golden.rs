@@ -1,9 +1,11 @@
 //! The committed golden indexes must keep opening and searching the same way, and the
 //! writer must keep producing the current one byte for byte: a format change cannot slip by.
 //!
-//! - `golden-v3.idx` (current format): dense part + lexical section (default analyzer,
-//!   char 4-grams, BM25 1.2 / 0.75, word rules version 2: Latin diacritics folded).
-//!   Reproduced byte for byte, searched both ways.
+//! - `golden-v4.idx` (current format): dense part + lexical section (default analyzer,
+//!   char 4-grams across words, BM25 1.2 / 0.75, word rules version 2: Latin diacritics
+//!   folded; analyzer version 3). Reproduced byte for byte, searched both ways.
+//! - `golden-v3.idx` (format 3, analyzer version 2: n-grams within words): must still
+//!   open and search both ways, its queries cut by its own rules.
 //! - `golden-v2.idx` (format 2, analyzer version 1: no folding): must still open and
 //!   search both ways, its queries cut by its own rules.
 //! - `golden-v1.idx` (written by format v1, before the lexical section): must still open,
@@ -22,7 +24,8 @@ use primd::search::{Hits, Query, Searcher};
 
 const GOLDEN_V1: &str = "golden-v1.idx";
 const GOLDEN_V2: &str = "golden-v2.idx";
-const GOLDEN: &str = "golden-v3.idx";
+const GOLDEN_V3: &str = "golden-v3.idx";
+const GOLDEN: &str = "golden-v4.idx";
 
 fn corpus() -> (Vec<PassageRecord>, Vec<f32>) {
     common::embed_corpus(&common::data("golden-corpus.jsonl"), &mut HashEmbedder)
@@ -52,7 +55,7 @@ fn writer_reproduces_the_golden_file_byte_for_byte() {
         "the writer no longer produces {GOLDEN}: a format change needs a new FORMAT_VERSION \
          (now {FORMAT_VERSION}) and a new golden file"
     );
-    assert_eq!(FORMAT_VERSION, 3, "{GOLDEN} is the golden file of format 3");
+    assert_eq!(FORMAT_VERSION, 4, "{GOLDEN} is the golden file of format 4");
 }
 
 /// Opens, verifies and searches (dense) a golden file; the same answers in every version.
@@ -101,7 +104,7 @@ fn open_and_search_dense(name: &str) -> Index {
 /// Opens a golden file with a lexical section and searches it lexically (misspelt
 /// queries); returns the best passage for "creme brulee", the unicode passage's words
 /// without their accents.
-fn open_and_search_lexical(name: &str, rules: WordRules) -> Option<String> {
+fn open_and_search_lexical(name: &str, rules: WordRules, across_words: bool) -> Option<String> {
     let index = open_and_search_dense(name);
     let lex = index
         .lexical()
@@ -110,6 +113,7 @@ fn open_and_search_lexical(name: &str, rules: WordRules) -> Option<String> {
         lex.spec(),
         &AnalyzerSpec {
             rules,
+            across_words,
             ..DEFAULT_ANALYZER
         }
     );
@@ -141,14 +145,22 @@ fn open_and_search_lexical(name: &str, rules: WordRules) -> Option<String> {
 
 #[test]
 fn golden_index_opens_verifies_and_searches() {
-    let best = open_and_search_lexical(GOLDEN, WordRules::V2);
+    let best = open_and_search_lexical(GOLDEN, WordRules::V2, true);
     // Version-2 rules fold "Crème brûlée" to "creme brulee": the recognizer's spelling.
     assert_eq!(best.as_deref(), Some("unicode"));
 }
 
 #[test]
+fn golden_v3_index_still_opens_and_searches_by_its_own_ngrams() {
+    let best = open_and_search_lexical(GOLDEN_V3, WordRules::V2, false);
+    assert_eq!(best.as_deref(), Some("unicode"));
+    let bytes = std::fs::read(common::data(GOLDEN_V3)).unwrap();
+    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 3);
+}
+
+#[test]
 fn golden_v2_index_still_opens_and_searches_by_its_own_word_rules() {
-    let best = open_and_search_lexical(GOLDEN_V2, WordRules::V1);
+    let best = open_and_search_lexical(GOLDEN_V2, WordRules::V1, false);
     // Analyzer version 1 kept the accents: no 4-gram of "creme brulee" is in the passage.
     assert_ne!(best.as_deref(), Some("unicode"));
     let bytes = std::fs::read(common::data(GOLDEN_V2)).unwrap();

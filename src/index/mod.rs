@@ -1,4 +1,4 @@
-//! The on-disk index, format v3 (v1 and v2 still read): written once by the offline
+//! The on-disk index, format v4 (v1 to v3 still read): written once by the offline
 //! `build-index` tool, memory-mapped read-only by the daemon.
 //!
 //! Per passage the index holds a 1-bit sign code of its embedding (for the fast speculative

@@ -1035,11 +1035,11 @@ mod tests {
         // What a v1 reader does with a format-2 file: min_reader_version is 1, the lexical
         // entry is in its reserved bytes and the section sits between the blob and the
         // footer, which v1 allows. Here: a file relabelled as format 1 opens dense-only,
-        // the same way. (A file with a lexical section now asks for a format-3 reader.)
+        // the same way. (A file with a lexical section now asks for a format-4 reader.)
         let dir = tempfile::tempdir().unwrap();
         let (p, _, _) = build(dir.path(), 9, 16, 22);
         let mut b = std::fs::read(&p).unwrap();
-        assert_eq!(u32::from_le_bytes(b[12..16].try_into().unwrap()), 3);
+        assert_eq!(u32::from_le_bytes(b[12..16].try_into().unwrap()), 4);
         put_u32(&mut b, OFF_MIN_READER_VERSION, 1);
         put_u32(&mut b, OFF_FORMAT_VERSION, 1);
         let ix = open_bytes(dir.path(), &b).unwrap();

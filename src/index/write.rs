@@ -37,7 +37,7 @@ use crate::lexical::{self, AnalyzerSpec, Bm25, DEFAULT_ANALYZER};
 #[derive(Clone, Debug, PartialEq)]
 pub struct WriteOptions {
     /// The lexical (BM25) section's analyzer and parameters; `None`: no lexical section
-    /// (the file is still format 3, and opens dense-only).
+    /// (the file is still format 4, and opens dense-only).
     pub lexical: Option<(AnalyzerSpec, Bm25)>,
 }
 

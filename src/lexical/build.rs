@@ -1,6 +1,7 @@
 //! The lexical section writer: passages → the section's bytes (`index/FORMAT.md`).
 //!
-//! One pass over the passages analyses each one (title, then text), counts its terms and
+//! One pass over the passages analyses each one (title and text as one text, as the
+//! embedder reads it, so n-grams run on from the title into the text), counts its terms and
 //! appends `(doc gap, tf)` varints to the term's in-memory list, so memory stays near the
 //! size of the compressed postings even for a million passages. Then terms are sorted by
 //! their bytes (the fst needs sorted keys, and sorting makes the output independent of hash
@@ -53,6 +54,17 @@ struct TermAcc {
     df: u32,
 }
 
+/// What is analysed of passage `p`: its title, a line break, its text (as the embedder
+/// reads it, `index::passage_embed_text`, here into a reused buffer).
+pub(crate) fn indexed_text(p: &PassageRecord, out: &mut String) {
+    out.clear();
+    if !p.title.is_empty() {
+        out.push_str(&p.title);
+        out.push('\n');
+    }
+    out.push_str(&p.text);
+}
+
 /// Builds the lexical section's bytes for `passages` in index order (title + text).
 pub fn build(
     passages: &[PassageRecord],
@@ -72,23 +84,23 @@ pub fn build(
     let mut doclens: Vec<u32> = Vec::with_capacity(passages.len());
     let mut doc_terms: Vec<u32> = Vec::new();
     let mut analyzer = Analyzer::new();
+    let mut text = String::new();
     let mut total_len: u64 = 0;
     for (doc, p) in (0u32..).zip(passages) {
         doc_terms.clear();
-        for text in [&p.title, &p.text] {
-            analyzer.analyze(spec, text, |t| {
-                let tid = match dict.get(t) {
-                    Some(&tid) => tid,
-                    None => {
-                        let tid = terms.len() as u32;
-                        dict.insert(t.into(), tid);
-                        terms.push(TermAcc::default());
-                        tid
-                    }
-                };
-                doc_terms.push(tid);
-            });
-        }
+        indexed_text(p, &mut text);
+        analyzer.analyze(spec, &text, |t| {
+            let tid = match dict.get(t) {
+                Some(&tid) => tid,
+                None => {
+                    let tid = terms.len() as u32;
+                    dict.insert(t.into(), tid);
+                    terms.push(TermAcc::default());
+                    tid
+                }
+            };
+            doc_terms.push(tid);
+        });
         let dl = u32::try_from(doc_terms.len())
             .map_err(|_| format!("passage {doc} has more than 2^32 - 1 terms"))?;
         doclens.push(dl);
@@ -203,7 +215,7 @@ pub fn build(
     let header = LexHeader {
         magic: LEX_MAGIC,
         version: LEX_VERSION,
-        analyzer_version: analyzer_version(spec.rules),
+        analyzer_version: analyzer_version(spec),
         kind,
         n,
         bm25,

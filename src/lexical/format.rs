@@ -75,13 +75,22 @@ pub(crate) fn encode_spec(spec: &AnalyzerSpec) -> (u8, u8) {
     }
 }
 
-pub(crate) fn decode_spec(kind: u8, n: u8, rules: WordRules) -> Result<AnalyzerSpec, String> {
+pub(crate) fn decode_spec(
+    kind: u8,
+    n: u8,
+    rules: WordRules,
+    across_words: bool,
+) -> Result<AnalyzerSpec, String> {
     let kind = match (kind, n) {
         (KIND_WORDS, 0) => AnalyzerKind::Words,
         (KIND_CHAR_NGRAMS, n) if NGRAM_RANGE.contains(&n) => AnalyzerKind::CharNgrams { n },
         _ => return Err(format!("unknown analyzer (kind {kind}, n {n})")),
     };
-    Ok(AnalyzerSpec { kind, rules })
+    Ok(AnalyzerSpec {
+        kind,
+        rules,
+        across_words,
+    })
 }
 
 /// The decoded lexical header. `decode` does no semantic checks (the reader's job).
@@ -481,11 +490,11 @@ mod tests {
         };
         assert_eq!(LexHeader::decode(&h.encode()), h);
         for (kind, n) in [(0u8, 0u8), (1, 3), (1, 4), (1, 5)] {
-            let s = decode_spec(kind, n, WordRules::V1).unwrap();
+            let s = decode_spec(kind, n, WordRules::V1, false).unwrap();
             assert_eq!(encode_spec(&s), (kind, n));
         }
         for (kind, n) in [(0u8, 1u8), (1, 2), (1, 6), (2, 0)] {
-            assert!(decode_spec(kind, n, WordRules::V2).is_err());
+            assert!(decode_spec(kind, n, WordRules::V2, true).is_err());
         }
     }
 }

@@ -22,7 +22,11 @@ query with repeated clauses, and as tools/eval/bm25_prefix.py). Analyzers compar
 
     words                 the normalised words
     charN                 character N-grams within each word, boundary-marked: "_word_"
-                          (a marked word shorter than N is kept whole)
+                          (a marked word shorter than N is kept whole): primd's analyzer
+                          versions 1-2
+    charN across words    character N-grams of the words joined and marked as one text,
+                          "_w1_w2_..._wk_" (a window may span a boundary): analyzer
+                          version 3, primd's default since (PRIMD_ANALYZER)
     char345               3-, 4- and 5-grams in one bag
     words+char4           words and 4-grams in one bag (one length)
     words|char4 (w)       two fields, BM25 each with its own lengths, w * words + 4-grams
@@ -269,6 +273,17 @@ def char_ngrams(words, ns):
     return out
 
 
+def char_ngrams_across(words, n):
+    """Character n-grams of "_w1_w2_..._wk_" (primd's analyzer version 3): windows may span
+    a word boundary; a marked text of at most n chars is one term, no words none."""
+    if not words:
+        return []
+    m = "_" + "_".join(words) + "_"
+    if len(m) <= n:
+        return [m]
+    return [m[i:i + n] for i in range(len(m) - n + 1)]
+
+
 _STEMMER = None
 _METAPHONE = {}
 
@@ -326,6 +341,10 @@ def ngrams(*ns):
     return lambda words: char_ngrams(words, ns)
 
 
+def across(n):
+    return lambda words: char_ngrams_across(words, n)
+
+
 # An analyzer: name -> list of (weight, field function). One field = one BM25 with its
 # own document lengths; fields' scores are summed with their weights.
 ANALYZERS = {
@@ -334,6 +353,9 @@ ANALYZERS = {
     "char4": [(1.0, ngrams(4))],
     "char5": [(1.0, ngrams(5))],
     "char345": [(1.0, ngrams(3, 4, 5))],
+    "char3 across words": [(1.0, across(3))],
+    "char4 across words": [(1.0, across(4))],
+    "char5 across words": [(1.0, across(5))],
     "words+char4 (one bag)": [(1.0, bag(ident, ngrams(4)))],
     "words|char4 (fields, 0.5 words)": [(0.5, ident), (1.0, ngrams(4))],
     "words|char4 (fields, 1 words)": [(1.0, ident), (1.0, ngrams(4))],
@@ -351,6 +373,10 @@ ANALYZERS = {
     "stem|char4 (numbers as words)": [(1.0, chain(numwords, stem)), (1.0, chain(numwords, ngrams(4)))],
     "words|char4 (fields, 1 words; numbers as words)": [(1.0, numwords), (1.0, chain(numwords, ngrams(4)))],
 }
+
+
+# primd's default analyzer (build-index --analyzer char4, analyzer version 3).
+PRIMD_ANALYZER = "char4 across words"
 
 
 # ---------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ n-gram query over 100k+ passages) in two phases (src/lexical/search.rs,
 at most a share of the query's postings, choose the top-C candidates; each candidate's
 score is then completed with every other term, and the top-k is taken from those exact
 scores. Kiosk-sized corpora never take that path, so this script simulates it on the dev
-corpus (char 4-grams, passages cut as `build-index` cuts them; the BM25 and metrics of
+corpus (primd's char 4-grams, across words since analyzer version 3; passages cut as
+`build-index` cuts them; the BM25 and metrics of
 `lexical_variants.py`), for several shares and C, against the exact query and against
 the cheaper rule of simply dropping the commonest terms (no rescoring).
 
@@ -56,10 +57,10 @@ def main():
     _, passages, qrels, sets = lv.load(args.data, 180, 20)
     pdocs = [p[0] for p in passages]
     pwords = [lv.lower_words(lv.passage_text(p[2], p[3])) for p in passages]
-    ((_, fn),) = lv.ANALYZERS["char4"]
+    ((_, fn),) = lv.ANALYZERS[lv.PRIMD_ANALYZER]
     field = lv.Field(lv.analyze(fn, pwords), lv.DEFAULT_K1, lv.DEFAULT_B)
     df = np.diff(field.weights.indptr)
-    print(f"{len(passages):,} passages, char 4-grams; cells: hit@1 / hit@10 / MRR@10\n")
+    print(f"{len(passages):,} passages, {lv.PRIMD_ANALYZER}; cells: hit@1 / hit@10 / MRR@10\n")
     header = ["query set", "exact"] + [f"share {s}: drop the rest" for s in SHARES]
     header += [f"share {s}, C {c}: rescore" for s in SHARES for c in cs]
     rows = []

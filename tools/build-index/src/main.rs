@@ -53,7 +53,7 @@ struct Args {
     /// Leave out the lexical (BM25) section: a dense-only index
     #[arg(long)]
     no_lexical: bool,
-    /// Lexical analyzer: words, or char3 / char4 / char5 (character n-grams within words)
+    /// Lexical analyzer: words, or char3 / char4 / char5 (character n-grams, across words)
     #[arg(long, value_name = "NAME", default_value_t = DEFAULT_ANALYZER)]
     analyzer: AnalyzerSpec,
     /// BM25 k1 (term frequency saturation), recorded in the index
