@@ -769,7 +769,7 @@ pub fn train<E: Embed>(
         command: command.to_string(),
     };
     let analyzer = lexical_on
-        .then(|| index.lexical().map(|l| l.spec().to_string()))
+        .then(|| index.lexical().map(|l| l.spec().id()))
         .flatten();
     let model = TriggerModel::new(
         &names,

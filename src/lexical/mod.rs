@@ -78,6 +78,17 @@ pub struct AnalyzerSpec {
 }
 
 impl AnalyzerSpec {
+    /// Names the terms this analysis makes, for a file that depends on them (a learned
+    /// trigger's idf features): the `--analyzer` name, with `+across` when the n-grams run
+    /// across words (analyzer version 3 on). So a trigger trained on an index of within-word
+    /// n-grams ("char4") is refused on one of n-grams across words ("char4+across").
+    pub fn id(&self) -> String {
+        match self.kind {
+            AnalyzerKind::CharNgrams { .. } if self.across_words => format!("{self}+across"),
+            _ => self.to_string(),
+        }
+    }
+
     /// `kind` under the current analysis rules (what `build-index` writes).
     pub const fn new(kind: AnalyzerKind) -> Self {
         AnalyzerSpec {

@@ -882,19 +882,27 @@ fn a_learned_trigger_decides_the_dense_work_and_the_final_can_keep_the_last_quer
 fn a_learned_trigger_with_lexical_features_runs_on_the_hybrid_retriever() {
     let dir = tempfile::tempdir().unwrap();
     let index = index(dir.path());
-    let m = trigger::TriggerModel::new(
-        &["new_words", "lexical_top1_changed"],
-        &[0.0, 0.0],
-        &[1.0, 1.0],
-        &[0.0, 8.0],
-        -4.0,
-        (0.5, 0.5),
-        &index.meta().fingerprint,
-        index.lexical().map(|l| l.spec().to_string()),
-        trigger::TrainingInfo::default(),
-    )
-    .unwrap();
+    let made_for = |analyzer: Option<String>| {
+        trigger::TriggerModel::new(
+            &["new_words", "lexical_top1_changed"],
+            &[0.0, 0.0],
+            &[1.0, 1.0],
+            &[0.0, 8.0],
+            -4.0,
+            (0.5, 0.5),
+            &index.meta().fingerprint,
+            analyzer,
+            trigger::TrainingInfo::default(),
+        )
+        .unwrap()
+    };
     let path = std::path::Path::new("t.json");
+    // trained on an index of within-word n-grams (analyzer versions 1-2): other idfs
+    let e = made_for(Some("char4".into()))
+        .check(&index, Retriever::Hybrid, path)
+        .unwrap_err();
+    assert!(e.to_string().contains("char4+across"), "{e}");
+    let m = made_for(index.lexical().map(|l| l.spec().id()));
     m.check(&index, Retriever::Hybrid, path).unwrap();
     assert!(
         m.check(&index, Retriever::Dense, path).is_err(),

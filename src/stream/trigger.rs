@@ -255,8 +255,8 @@ struct TriggerFile {
     final_threshold: f32,
     /// Hex of the embedding model's fingerprint (as recorded in the index).
     model_fingerprint: String,
-    /// The lexical analyzer (e.g. "char4") the idf features were computed with, when
-    /// lexical features are used.
+    /// The lexical analyzer the idf features were computed with (`AnalyzerSpec::id`, e.g.
+    /// "char4+across"), when lexical features are used.
     lexical_analyzer: Option<String>,
     training: TrainingInfo,
 }
@@ -439,7 +439,7 @@ impl TriggerModel {
             });
         }
         if self.uses_lexical {
-            let analyzer = index.lexical().map(|l| l.spec().to_string());
+            let analyzer = index.lexical().map(|l| l.spec().id());
             let lexical_ok = retriever.uses_lexical() && analyzer.is_some();
             if !lexical_ok || analyzer != self.file.lexical_analyzer {
                 return Err(TriggerError::Mismatch {
