@@ -323,7 +323,8 @@ pub fn replay<E: Embed>(
     )
 }
 
-/// Latency percentiles, milliseconds.
+/// Latency percentiles, milliseconds, and every utterance's latency (ascending), so that
+/// runs over parts of a set (cross-validation folds) can be pooled exactly.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Latency {
     pub p50: f64,
@@ -331,6 +332,7 @@ pub struct Latency {
     pub p95: f64,
     pub p99: f64,
     pub max: f64,
+    pub sorted: Vec<f64>,
 }
 
 impl Latency {
@@ -344,6 +346,7 @@ impl Latency {
             p95: p(95.0),
             p99: p(99.0),
             max: v.last().copied().unwrap_or(0.0),
+            sorted: v,
         }
     }
 }

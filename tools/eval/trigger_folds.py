@@ -7,8 +7,8 @@ so this script splits the streams into K folds (utterance i goes to fold i mod K
 each fold it trains on the typed questions (the questions of every stream left out),
 chooses the thresholds on the other K-1 folds, and compares the fixed and the learned
 trigger on the held-out fold (`primd eval --streams FOLD`). It prints per-fold and
-pooled figures (means weighted by utterances; p50 per fold, since latencies are not
-pooled by the report).
+pooled figures (means weighted by utterances; latency percentiles over the held-out
+utterances of every fold together, from each report's per-utterance latencies).
 
     python3 tools/eval/trigger_folds.py --primd target/release/primd --index ss.idx \
         --data ../shared/data/spoken-squad \
@@ -95,6 +95,19 @@ def main():
           f"hit@10 {pooled('fixed', 'hit10'):.3f} / {pooled('learned', 'hit10'):.3f}; "
           f"relevant lost {sum(c['lost_relevant'] for c in rows)}, "
           f"gained {sum(c['gained_relevant'] for c in rows)}")
+    for side in ("fixed", "learned"):
+        v = sorted(x for c in rows for x in c[side]["latency_ms"].get("sorted", []))
+        if len(v) == n:
+            print(f"pooled eou->result, {side}: p50 {percentile(v, 50):.3f} ms, "
+                  f"p90 {percentile(v, 90):.3f} ms, finals embedded after end of speech "
+                  f"{sum(embedded(c[side]) * c[side]['utterances'] for c in rows) / n:.3f}")
+
+
+def percentile(sorted_values, p):
+    """Linear interpolation between closest ranks, as primd's report computes it."""
+    pos = p / 100 * (len(sorted_values) - 1)
+    lo, hi = int(pos), min(int(pos) + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 if __name__ == "__main__":
