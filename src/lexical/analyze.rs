@@ -14,8 +14,8 @@
 //! questions, and a misspelling still shares most of its n-grams with the right word, where
 //! whole-word matching loses it entirely. The windows that span a boundary (`e_ca` in "the
 //! cat") carry which words stand next to each other, as a phrase query would: on the dev
-//! set they moved hybrid hit@1 from 0.710 to 0.721 on typed questions and from 0.627 to
-//! 0.647 on recognizer finals (docs/benchmarks.md, "Analyzer version 3"). Analyzer versions
+//! set they moved hybrid hit@1 from 0.716 to 0.731 on typed questions and from 0.633 to
+//! 0.693 on recognizer finals (docs/benchmarks.md, "Analyzer version 3"). Analyzer versions
 //! 1 and 2 cut each marked word on its own (`_the_`, `_cat_`); their indexes keep doing so.
 //!
 //! The analyzer is recorded in the index (kind, `n`, and [`ANALYZER_VERSION`] for these

@@ -22,7 +22,7 @@ use super::format::{
     avgdl, bit_width, encode_spec, get_varint, idf, pack, put_varint,
 };
 use super::{AnalyzerKind, AnalyzerSpec, Bm25};
-use crate::index::PassageRecord;
+use crate::index::{PassageRecord, passage_embed_text};
 
 /// Checks an analyzer spec and BM25 parameters before they are written into an index
 /// (n in 3..=5, k1 in 0..=100, b in 0..=1, all finite).
@@ -54,17 +54,6 @@ struct TermAcc {
     df: u32,
 }
 
-/// What is analysed of passage `p`: its title, a line break, its text (as the embedder
-/// reads it, `index::passage_embed_text`, here into a reused buffer).
-pub(crate) fn indexed_text(p: &PassageRecord, out: &mut String) {
-    out.clear();
-    if !p.title.is_empty() {
-        out.push_str(&p.title);
-        out.push('\n');
-    }
-    out.push_str(&p.text);
-}
-
 /// Builds the lexical section's bytes for `passages` in index order (title + text).
 pub fn build(
     passages: &[PassageRecord],
@@ -84,11 +73,10 @@ pub fn build(
     let mut doclens: Vec<u32> = Vec::with_capacity(passages.len());
     let mut doc_terms: Vec<u32> = Vec::new();
     let mut analyzer = Analyzer::new();
-    let mut text = String::new();
     let mut total_len: u64 = 0;
     for (doc, p) in (0u32..).zip(passages) {
         doc_terms.clear();
-        indexed_text(p, &mut text);
+        let text = passage_embed_text(&p.title, &p.text);
         analyzer.analyze(spec, &text, |t| {
             let tid = match dict.get(t) {
                 Some(&tid) => tid,
