@@ -143,6 +143,12 @@ fn open_and_search_lexical(name: &str, rules: WordRules, across_words: bool) -> 
         .map(|h| index.passage(h.index as usize).unwrap().id.to_string())
 }
 
+/// The `format_version` a golden file's header records (bytes 8..12).
+fn format_version(name: &str) -> u32 {
+    let bytes = std::fs::read(common::data(name)).unwrap();
+    u32::from_le_bytes(bytes[8..12].try_into().unwrap())
+}
+
 #[test]
 fn golden_index_opens_verifies_and_searches() {
     let best = open_and_search_lexical(GOLDEN, WordRules::V2, true);
@@ -154,8 +160,7 @@ fn golden_index_opens_verifies_and_searches() {
 fn golden_v3_index_still_opens_and_searches_by_its_own_ngrams() {
     let best = open_and_search_lexical(GOLDEN_V3, WordRules::V2, false);
     assert_eq!(best.as_deref(), Some("unicode"));
-    let bytes = std::fs::read(common::data(GOLDEN_V3)).unwrap();
-    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 3);
+    assert_eq!(format_version(GOLDEN_V3), 3);
 }
 
 #[test]
@@ -163,14 +168,12 @@ fn golden_v2_index_still_opens_and_searches_by_its_own_word_rules() {
     let best = open_and_search_lexical(GOLDEN_V2, WordRules::V1, false);
     // Analyzer version 1 kept the accents: no 4-gram of "creme brulee" is in the passage.
     assert_ne!(best.as_deref(), Some("unicode"));
-    let bytes = std::fs::read(common::data(GOLDEN_V2)).unwrap();
-    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 2);
+    assert_eq!(format_version(GOLDEN_V2), 2);
 }
 
 #[test]
 fn golden_v1_index_still_opens_and_searches_dense_only() {
     let index = open_and_search_dense(GOLDEN_V1);
     assert!(index.lexical().is_none());
-    let bytes = std::fs::read(common::data(GOLDEN_V1)).unwrap();
-    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 1);
+    assert_eq!(format_version(GOLDEN_V1), 1);
 }
