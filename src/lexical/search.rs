@@ -32,9 +32,10 @@
 //!   MaxScore cannot prune because their scores are flat): its rarest terms, a tenth of
 //!   its postings, choose 100 candidates by the exact paths above, and every other term
 //!   then completes those candidates' scores. Every score returned is exact; only which
-//!   passages are candidates is approximate, and on the dev set (`tools/eval/
-//!   two_phase.py`, primd forced onto this path) it chose the same top-10s as the exact
-//!   query. 3-4x faster at 100k-1M passages (docs/benchmarks.md, "Session 19").
+//!   passages are candidates is approximate: on the dev set (`tools/eval/two_phase.py`,
+//!   primd forced onto this path) it gave the exact query's hit@1 / hit@10 with n-grams
+//!   within words, and with n-grams across words the same hit@1 and 0.002 less typed
+//!   hit@10 ([`SELECT_SHARE`]). 3-4x faster at 100k-1M passages (docs/benchmarks.md, "Session 19").
 //!
 //! A query term's weight is its count in the query plus `extra_weight` times its count in
 //! `extra` (Counter-style query term frequency, as the reference Python BM25).
@@ -95,9 +96,11 @@ const EXACT_POSTINGS: u64 = 1 << 18;
 
 /// Two-phase queries select candidates with their rarest terms whose document frequencies
 /// add up to at most this share of the query's postings (at least one term). On the dev
-/// set (char 4-grams, the candidates' scores then completed exactly) every share from
-/// 0.1 up gave the same hit@1 / hit@10 as the exact query; 0.05 lost up to 0.020
-/// (`tools/eval/two_phase.py`: recognizer finals' hit@10 0.833 → 0.813).
+/// set (`tools/eval/two_phase.py`, the candidates' scores then completed exactly), with
+/// n-grams within words (analyzer 2) every share from 0.1 up gave the same hit@1 / hit@10
+/// as the exact query and 0.05 lost up to 0.020 (recognizer finals' hit@10 0.833 → 0.813);
+/// across words (analyzer 3) 0.1 loses 0.002 of typed hit@10 (0.903 → 0.901; finals
+/// equal) and 0.05 up to 0.009.
 const SELECT_SHARE: f64 = 0.1;
 
 /// Two-phase queries rescore at least this many candidates with every term (more when
