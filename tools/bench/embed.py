@@ -13,7 +13,7 @@ model load time and peak RSS after load + one embed for `primd embed` (fp32 and
 quoted in the README.
 
     python3 -m venv /tmp/bench && /tmp/bench/bin/pip install -r tools/bench/requirements.txt
-    /tmp/bench/bin/python tools/bench/embed.py [--skip-cargo]
+    /tmp/bench/bin/python tools/bench/embed.py [--skip-cargo] [--measure]
 """
 
 import argparse
@@ -169,10 +169,17 @@ def main():
                     help="build the bench and primd in the dev profile with primd at "
                     "opt-level 3 (deps are opt-level 3 there already): minutes instead of "
                     "a cold bench-profile build of tract; no LTO, so slightly slower")
+    ap.add_argument("--measure", action="store_true",
+                    help="build the bench and primd in the `measure` profile (Cargo.toml): "
+                    "the shipped code's speed without fat LTO, what docs/benchmarks.md "
+                    "measures since session 21")
     args = ap.parse_args()
     cargo_profile = ["--profile", "bench"]
     primd_bin = os.path.join(TARGET, "release", "primd")
-    if args.dev_opt3:
+    if args.measure:
+        cargo_profile = ["--profile", "measure"]
+        primd_bin = os.path.join(TARGET, "measure", "primd")
+    elif args.dev_opt3:
         cargo_profile = ["--profile", "dev"] + [
             a for kv in ("opt-level=3", "debug-assertions=false", "overflow-checks=false")
             for a in ("--config", f"profile.dev.package.primd.{kv}")]
@@ -181,7 +188,7 @@ def main():
         ort_model_path(kind)  # quantize before anything is timed
     if not args.skip_cargo:
         # `cargo bench` alone uses the bench profile.
-        bench_profile = cargo_profile if args.dev_opt3 else []
+        bench_profile = cargo_profile if args.dev_opt3 or args.measure else []
         subprocess.run(["cargo", "bench"] + bench_profile + ["--bench", "embed"], cwd=ROOT,
                        check=True)
         # The bench profile (release, thin LTO) writes target/release/primd too.
