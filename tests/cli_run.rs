@@ -356,10 +356,15 @@ fn a_stdout_nobody_reads_never_stops_the_input_and_sigint_still_exits() {
     let (status, log) = d.exit("SIGINT with stdout blocked");
     assert_eq!(status.code(), Some(1), "{log}");
     assert!(log.contains("results not written"), "{log}");
-    let (answered, finals_dropped, speculative_dropped) = closing_counts(&log);
+    let (answered, finals_dropped, _) = closing_counts(&log);
     assert_eq!(answered, N);
     assert!(finals_dropped > 0 && finals_dropped < N, "{log}");
-    assert!(speculative_dropped > 0, "{log}");
+    // Not asserted here: that speculative events were dropped too. The input arrives
+    // all at once, so the newest-wins queue may hand the retriever each final before
+    // its partial was ever searched, and then no speculative event exists to drop (CI
+    // saw "0 speculative events dropped" once). The daemon's unit test
+    // `a_consumer_that_stops_reading_never_stops_the_input_speculative_events_go_first`
+    // sends each final only after its partial was embedded, and asserts it.
     assert!(log.contains("output lagging"), "{log}");
 }
 
