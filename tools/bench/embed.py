@@ -165,14 +165,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--skip-cargo", action="store_true",
                     help="reuse the last criterion results instead of running cargo bench")
-    ap.add_argument("--dev-opt3", action="store_true",
-                    help="build the bench and primd in the dev profile with primd at "
-                    "opt-level 3 (deps are opt-level 3 there already): minutes instead of "
-                    "a cold bench-profile build of tract; no LTO, so slightly slower")
-    ap.add_argument("--measure", action="store_true",
-                    help="build the bench and primd in the `measure` profile (Cargo.toml): "
-                    "the shipped code's speed without fat LTO, what docs/benchmarks.md "
-                    "measures since session 21")
+    profile = ap.add_mutually_exclusive_group()
+    profile.add_argument("--dev-opt3", action="store_true",
+                         help="build the bench and primd in the dev profile with primd at "
+                         "opt-level 3 (deps are opt-level 3 there already): minutes instead of "
+                         "a cold bench-profile build of tract; no LTO, so slightly slower")
+    profile.add_argument("--measure", action="store_true",
+                         help="build the bench and primd in the `measure` profile (Cargo.toml): "
+                         "the shipped code's speed without fat LTO, what docs/benchmarks.md "
+                         "measures since session 21")
     args = ap.parse_args()
     cargo_profile = ["--profile", "bench"]
     primd_bin = os.path.join(TARGET, "release", "primd")
