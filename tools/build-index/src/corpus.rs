@@ -12,7 +12,8 @@ use primd::index::PassageRecord;
 use serde::Deserialize;
 
 /// Window length in words for documents longer than it. MiniLM truncates at 256 word
-/// pieces (~190 English words), so 180 words use nearly the whole window. Measured on
+/// pieces (~190 words of English prose), so 180 words use nearly the whole window; text
+/// that takes more pieces a word gets shorter windows ([`chunk`]). Measured on
 /// Spoken-SQuAD (README, "Search quality"): exact hit@10 0.834 with 120-word windows,
 /// 0.845 with 180, 0.849 with no splitting (which loses the tails of long documents).
 pub const DEFAULT_CHUNK_WORDS: u32 = 180;
@@ -151,44 +152,90 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
 /// Cuts documents into passages of at most `chunk_words` words, consecutive windows
 /// sharing `overlap` words (0 = one passage per document). A chunk's text is the
 /// original text from its first word to its last, whitespace and punctuation kept.
-pub fn chunk(docs: &[Document], chunk_words: u32, overlap: u32) -> Vec<PassageRecord> {
+///
+/// Each window is also cut short where `fits(title, text)` says the encoder would no
+/// longer read the passage whole (MiniLM reads 256 word pieces): 180 words of English
+/// prose are ~230 word pieces, but 180 words of technical or scientific prose are
+/// 300-400 and of a script the vocabulary spells letter by letter far more, and the
+/// encoder never sees a passage's tail (a quarter of each window in the source papers
+/// of `../shared/seeds`), so the dense retriever could not find what only the tail says.
+/// A window that fits is cut exactly as by words alone (Spoken-SQuAD's index is
+/// unchanged). A title too long for even one word beside it is read truncated anyway:
+/// that document keeps its word windows. A window cut short shares `overlap` words in
+/// proportion to its length. `fits` must be monotone: a window that does not fit does
+/// not fit with more words.
+///
+/// Returns the passages and how many of them the encoder will not read whole (documents
+/// kept whole by `chunk_words` 0, or cut by words under an overlong title).
+pub fn chunk(
+    docs: &[Document],
+    chunk_words: u32,
+    overlap: u32,
+    mut fits: impl FnMut(&str, &str) -> bool,
+) -> (Vec<PassageRecord>, usize) {
     let mut out = Vec::new();
+    let mut truncated = 0;
     for d in docs {
         let spans = word_spans(&d.text);
         let n = spans.len() as u32;
-        let windows: Vec<(u32, u32)> = if chunk_words == 0 || n <= chunk_words {
-            vec![(0, n)]
+        let mut whole =
+            |start: u32, end: u32| fits(&d.title, window_text(&d.text, &spans, start, end));
+        // (start, end, whether the encoder reads it whole)
+        let mut windows: Vec<(u32, u32, bool)> = Vec::new();
+        if chunk_words == 0 || n == 0 {
+            windows.push((0, n, n == 0 || whole(0, n)));
         } else {
-            let stride = chunk_words - overlap;
-            let mut w = Vec::new();
             let mut start = 0;
             loop {
-                let end = (start + chunk_words).min(n);
-                w.push((start, end));
+                let words_end = (start + chunk_words).min(n);
+                let (end, read_whole) = if whole(start, words_end) {
+                    (words_end, true)
+                } else if !whole(start, start + 1) {
+                    (words_end, false)
+                } else {
+                    // The most words that fit: start + 1 does, words_end does not.
+                    let (mut lo, mut hi) = (start + 1, words_end);
+                    while hi - lo > 1 {
+                        let mid = lo + (hi - lo) / 2;
+                        if whole(start, mid) {
+                            lo = mid;
+                        } else {
+                            hi = mid;
+                        }
+                    }
+                    (lo, true)
+                };
+                windows.push((start, end, read_whole));
                 if end == n {
                     break;
                 }
-                start += stride;
+                // A window cut short by `fits` shares proportionally fewer words, so the
+                // windows still advance by most of their length.
+                let shared = u64::from(overlap) * u64::from(end - start) / u64::from(chunk_words);
+                start = (end - shared as u32).max(start + 1);
             }
-            w
-        };
-        for (k, (start, end)) in windows.into_iter().enumerate() {
-            let text = if n == 0 {
-                String::new()
-            } else {
-                d.text[spans[start as usize].0..spans[end as usize - 1].1].to_string()
-            };
+        }
+        for (k, (start, end, read_whole)) in windows.into_iter().enumerate() {
+            truncated += usize::from(!read_whole);
             out.push(PassageRecord {
                 id: d.id.clone(),
                 title: d.title.clone(),
-                text,
+                text: window_text(&d.text, &spans, start, end).to_string(),
                 chunk: k as u32,
                 word_start: start,
                 word_end: end,
             });
         }
     }
-    out
+    (out, truncated)
+}
+
+/// The original text of words `start..end` (empty for no words).
+fn window_text<'t>(text: &'t str, spans: &[(usize, usize)], start: u32, end: u32) -> &'t str {
+    if start >= end {
+        return "";
+    }
+    &text[spans[start as usize].0..spans[end as usize - 1].1]
 }
 
 /// Byte ranges of whitespace-separated words.
@@ -226,7 +273,7 @@ mod tests {
 
     #[test]
     fn short_documents_are_one_passage_and_long_ones_overlapping_windows() {
-        let short = chunk(&[doc("one two three")], 5, 1);
+        let (short, _) = chunk(&[doc("one two three")], 5, 1, any);
         assert_eq!(short.len(), 1);
         assert_eq!(
             (
@@ -241,7 +288,8 @@ mod tests {
             .map(|i| format!("w{i}"))
             .collect::<Vec<_>>()
             .join("  ");
-        let p = chunk(&[doc(&text)], 5, 2);
+        let (p, cut) = chunk(&[doc(&text)], 5, 2, any);
+        assert_eq!(cut, 0);
         let ranges: Vec<_> = p
             .iter()
             .map(|p| (p.chunk, p.word_start, p.word_end))
@@ -251,9 +299,80 @@ mod tests {
         assert!(p.iter().all(|p| p.id == "d" && p.title == "T"));
     }
 
+    /// An encoder that reads anything whole.
+    fn any(_: &str, _: &str) -> bool {
+        true
+    }
+
+    /// An encoder that reads at most `limit` "word pieces", a piece per 3 bytes of each
+    /// word of title and text (rounded up): long words cost more, as in WordPiece.
+    fn pieces(limit: usize) -> impl FnMut(&str, &str) -> bool {
+        move |title, text| {
+            let n: usize = title
+                .split_whitespace()
+                .chain(text.split_whitespace())
+                .map(|w| w.len().div_ceil(3))
+                .sum();
+            n <= limit
+        }
+    }
+
+    #[test]
+    fn windows_the_encoder_cannot_read_whole_are_cut_short_and_every_word_is_read() {
+        // Words of 1-4 pieces ("w0" is one, "wwwwwwwwww3" four), title "T" one piece.
+        let words: Vec<String> = (0..40)
+            .map(|i| format!("{}{i}", "w".repeat(1 + (i * 7) % 10)))
+            .collect();
+        let text = words.join(" ");
+        let limit = 20;
+        let (p, cut) = chunk(&[doc(&text)], 12, 4, pieces(limit));
+        assert_eq!(cut, 0, "every window fits");
+        let mut fits = pieces(limit);
+        for w in &p {
+            assert!(fits(&w.title, &w.text), "window {w:?} is over the limit");
+            assert!(w.word_end - w.word_start <= 12);
+        }
+        // Every word is in a window, windows in order, each starting after the last.
+        assert_eq!((p[0].word_start, p.last().unwrap().word_end), (0, 40));
+        for pair in p.windows(2) {
+            assert!(pair[1].word_start > pair[0].word_start);
+            assert!(pair[1].word_start <= pair[0].word_end, "no word skipped");
+        }
+        // Cut short means as many words as fit: one more would not.
+        for w in &p[..p.len() - 1] {
+            let longer = words[w.word_start as usize..=w.word_end as usize].join(" ");
+            assert!(
+                w.word_end - w.word_start == 12 || !fits(&w.title, &longer),
+                "window {w:?} could have held one more word"
+            );
+        }
+        // And with room for everything, the word windows are what they were.
+        let (by_words, _) = chunk(&[doc(&text)], 12, 4, any);
+        let (roomy, _) = chunk(&[doc(&text)], 12, 4, pieces(10_000));
+        let ranges = |p: &[PassageRecord]| -> Vec<(u32, u32)> {
+            p.iter().map(|p| (p.word_start, p.word_end)).collect()
+        };
+        assert_eq!(ranges(&roomy), ranges(&by_words));
+        assert!(p.len() > by_words.len());
+    }
+
+    #[test]
+    fn an_overlong_title_keeps_word_windows_and_whole_documents_are_counted_as_cut() {
+        let mut d = doc("a b c d e f g h");
+        d.title = "x".repeat(300);
+        let (p, cut) = chunk(std::slice::from_ref(&d), 4, 1, pieces(20));
+        let ranges: Vec<_> = p.iter().map(|p| (p.word_start, p.word_end)).collect();
+        assert_eq!(ranges, [(0, 4), (3, 7), (6, 8)], "the word windows");
+        assert_eq!(cut, 3, "none is read whole");
+
+        let long = doc(&vec!["word"; 50].join(" "));
+        let (whole, cut) = chunk(&[long], 0, 0, pieces(20));
+        assert_eq!((whole.len(), cut), (1, 1), "--chunk-words 0 never splits");
+    }
+
     #[test]
     fn empty_text_is_still_a_passage() {
-        let p = chunk(&[doc("   ")], 5, 1);
+        let (p, _) = chunk(&[doc("   ")], 5, 1, any);
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].text, "");
     }

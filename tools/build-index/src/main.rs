@@ -1,11 +1,11 @@
 //! `build-index`: turns a corpus into a primd index, offline, on a workstation.
 //!
 //! Input is JSONL (`{"id", "title", "text"}` per line) or a folder of `.txt` / `.md`
-//! files. Long documents are split into overlapping word windows, each chunk keeping its
-//! parent id. Embeds on all cores (one model loaded, one forked run state per thread, `primd::parallel`),
-//! then writes the index to a temporary file, fsyncs and renames it, so a crash never
-//! leaves half an index under the final name. The same input and options always give a
-//! byte-identical index.
+//! files. Long documents are split into overlapping word windows that the model reads
+//! whole, each chunk keeping its parent id. Embeds on all cores (one model loaded, one
+//! forked run state per thread, `primd::parallel`), then writes the index to a temporary
+//! file, fsyncs and renames it, so a crash never leaves half an index under the final
+//! name. The same input and options always give a byte-identical index.
 //!
 //! By default the index also gets a lexical (BM25) section (format v2) with primd's default
 //! analyzer (`--analyzer`), so the daemon can fuse lexical and dense retrieval;
@@ -20,7 +20,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use primd::embed::{DIM, Embed, Embedder, EmbedderOptions, Embedding, Precision};
+use primd::embed::{DIM, Embed, Embedder, EmbedderOptions, Embedding, MAX_TOKENS, Precision};
 use primd::flags::ModelArgs;
 use primd::index::{
     Index, IndexMeta, PassageRecord, WriteOptions, passage_embed_text, write_index_with,
@@ -39,8 +39,9 @@ struct Args {
     /// Index file to write (replaced atomically)
     #[arg(long, value_name = "FILE")]
     output: PathBuf,
-    /// Split documents longer than this many words into windows (0: never split; the
-    /// model still truncates at 256 tokens)
+    /// Split documents into windows of at most this many words, each cut shorter where
+    /// the model would not read it whole (256 word pieces, title included); 0: never
+    /// split (the model reads only a document's first 256 word pieces)
     #[arg(long, value_name = "N", default_value_t = corpus::DEFAULT_CHUNK_WORDS)]
     chunk_words: u32,
     /// Words shared by consecutive windows
@@ -97,19 +98,33 @@ fn run(args: Args) -> anyhow::Result<()> {
     };
     let started = Instant::now();
     let docs = corpus::read(&args.input)?;
-    let passages = corpus::chunk(&docs, args.chunk_words, args.overlap);
-    if passages.is_empty() {
+    if docs.is_empty() {
         bail!("{:?} holds no documents: nothing to index", args.input);
     }
     // An index is built with int8 unless told otherwise; primd then loads the same.
     let precision = args.model.precision().unwrap_or(Precision::Int8);
-    let embedder = Embedder::load(
+    let mut embedder = Embedder::load(
         &args.model.model,
         &EmbedderOptions {
             precision,
             threads: args.model.threads(),
         },
     )?;
+    let (passages, truncated) = corpus::chunk(&docs, args.chunk_words, args.overlap, |t, x| {
+        read_whole(&mut embedder, t, x)
+    });
+    if truncated > 0 {
+        eprintln!(
+            "build-index: {truncated} of {} passages are longer than the model reads ({MAX_TOKENS} \
+             word pieces): only their beginning is embedded{}",
+            passages.len(),
+            if args.chunk_words == 0 {
+                " (--chunk-words 0 keeps documents whole)"
+            } else {
+                " (their titles are that long)"
+            }
+        );
+    }
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -165,6 +180,17 @@ fn run(args: Args) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Whether the encoder reads a passage of `title` and `text` whole. `count_tokens` says
+/// at most [`MAX_TOKENS`] (`[CLS]` and `[SEP]` included), so a passage of exactly that
+/// many counts as cut: one word piece of caution. A text the tokenizer refuses counts as
+/// whole here; embedding it reports the error.
+fn read_whole(embedder: &mut Embedder, title: &str, text: &str) -> bool {
+    match embedder.count_tokens(&passage_embed_text(title, text)) {
+        Ok(n) => n < MAX_TOKENS,
+        Err(_) => true,
+    }
 }
 
 /// Words of passages per [`embed_batch`] call (~250 tokens): short passages are

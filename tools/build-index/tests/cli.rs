@@ -262,3 +262,63 @@ fn batched_embedding_stores_exactly_the_vectors_of_one_at_a_time() {
         );
     }
 }
+
+#[test]
+fn passages_are_cut_to_what_the_encoder_reads_and_a_whole_document_that_is_not_is_named() {
+    // 150 words (under the 180-word windows) of ~5 word pieces each: ~750 pieces, three
+    // times what MiniLM reads. Cut by words alone this was one passage whose last two
+    // thirds no embedding saw.
+    let words = [
+        "immunohistochemically",
+        "electroencephalographic",
+        "phosphatidylethanolamine",
+        "thermoluminescence",
+        "spectrophotometrically",
+    ];
+    let text: Vec<&str> = (0..150).map(|i| words[i % words.len()]).collect();
+    let corpus = format!(
+        "{{\"id\": \"assay\", \"title\": \"Methods\", \"text\": \"{}\"}}\n",
+        text.join(" ")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("corpus.jsonl");
+    std::fs::write(&input, corpus).unwrap();
+
+    let out = dir.path().join("cut.idx");
+    let o = build(&input, &out, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("longer than the model reads"), "{stderr}");
+    let index = primd::index::Index::open(&out).unwrap();
+    assert!(index.len() >= 3, "{} passages", index.len());
+    let mut tokens = primd::embed::Embedder::load(&model_dir(), &Default::default()).unwrap();
+    let mut covered = 0;
+    for i in 0..index.len() {
+        let p = index.passage(i).unwrap();
+        assert!(
+            p.word_start <= covered,
+            "words {covered}..{} in no passage",
+            p.word_start
+        );
+        covered = p.word_end;
+        let n = primd::embed::Embed::count_tokens(
+            &mut tokens,
+            &primd::index::passage_embed_text(p.title, p.text),
+        )
+        .unwrap();
+        assert!(n < primd::embed::MAX_TOKENS, "passage {i}: {n} word pieces");
+    }
+    assert_eq!(covered, 150, "every word is in a passage");
+
+    let o = build(
+        &input,
+        &dir.path().join("whole.idx"),
+        &["--chunk-words", "0"],
+    );
+    assert!(o.status.success());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("1 of 1 passages are longer than the model reads"),
+        "{stderr}"
+    );
+}
