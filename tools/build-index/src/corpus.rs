@@ -157,16 +157,17 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
 /// longer read the passage whole (MiniLM reads 256 word pieces): 180 words of English
 /// prose are ~230 word pieces, but 180 words of technical or scientific prose are
 /// 300-400 and of a script the vocabulary spells letter by letter far more, and the
-/// encoder never sees a passage's tail (a quarter of each window in the source papers
-/// of `../shared/seeds`), so the dense retriever could not find what only the tail says.
-/// A window that fits is cut exactly as by words alone (Spoken-SQuAD's index is
-/// unchanged). A title too long for even one word beside it is read truncated anyway:
-/// that document keeps its word windows. A window cut short shares `overlap` words in
-/// proportion to its length. `fits` must be monotone: a window that does not fit does
-/// not fit with more words.
+/// encoder never sees a passage's tail (up to a quarter of each window in the source
+/// papers of `../shared/seeds`), so the dense retriever could not find what only the
+/// tail says. A window that fits is cut exactly as by words alone (Spoken-SQuAD's index
+/// is unchanged). Where not even one word fits (a title that long, or a run of text
+/// without spaces, such as Chinese, that the tokenizer cuts into hundreds of pieces)
+/// the window is read truncated anyway and keeps its word length. A window cut short
+/// shares `overlap` words in proportion to its length. `fits` must be monotone: a
+/// window that does not fit does not fit with more words.
 ///
 /// Returns the passages and how many of them the encoder will not read whole (documents
-/// kept whole by `chunk_words` 0, or cut by words under an overlong title).
+/// kept whole by `chunk_words` 0, and the windows above).
 pub fn chunk(
     docs: &[Document],
     chunk_words: u32,

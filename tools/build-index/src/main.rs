@@ -121,7 +121,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             if args.chunk_words == 0 {
                 " (--chunk-words 0 keeps documents whole)"
             } else {
-                " (their titles are that long)"
+                " (a title, or a run of text without spaces, longer than that)"
             }
         );
     }
