@@ -1,9 +1,12 @@
 //! The committed golden indexes must keep opening and searching the same way, and the
 //! writer must keep producing the current one byte for byte: a format change cannot slip by.
 //!
-//! - `golden-v4.idx` (current format): dense part + lexical section (default analyzer,
-//!   char 4-grams across words, BM25 1.2 / 0.75, word rules version 2: Latin diacritics
-//!   folded; analyzer version 3). Reproduced byte for byte, searched both ways.
+//! - `golden-v5.idx` (current format): dense part + lexical section (default analyzer,
+//!   char 4-grams across words, numbers spelled out, BM25 1.2 / 0.75, word rules version
+//!   2: Latin diacritics folded; analyzer version 4). Reproduced byte for byte, searched
+//!   both ways.
+//! - `golden-v4.idx` (format 4, analyzer version 3: digits as written): must still open
+//!   and search both ways, its queries cut by its own rules.
 //! - `golden-v3.idx` (format 3, analyzer version 2: n-grams within words): must still
 //!   open and search both ways, its queries cut by its own rules.
 //! - `golden-v2.idx` (format 2, analyzer version 1: no folding): must still open and
@@ -25,7 +28,8 @@ use primd::search::{Hits, Query, Searcher};
 const GOLDEN_V1: &str = "golden-v1.idx";
 const GOLDEN_V2: &str = "golden-v2.idx";
 const GOLDEN_V3: &str = "golden-v3.idx";
-const GOLDEN: &str = "golden-v4.idx";
+const GOLDEN_V4: &str = "golden-v4.idx";
+const GOLDEN: &str = "golden-v5.idx";
 
 fn corpus() -> (Vec<PassageRecord>, Vec<f32>) {
     common::embed_corpus(&common::data("golden-corpus.jsonl"), &mut HashEmbedder)
@@ -55,7 +59,7 @@ fn writer_reproduces_the_golden_file_byte_for_byte() {
         "the writer no longer produces {GOLDEN}: a format change needs a new FORMAT_VERSION \
          (now {FORMAT_VERSION}) and a new golden file"
     );
-    assert_eq!(FORMAT_VERSION, 4, "{GOLDEN} is the golden file of format 4");
+    assert_eq!(FORMAT_VERSION, 5, "{GOLDEN} is the golden file of format 5");
 }
 
 /// Opens, verifies and searches (dense) a golden file; the same answers in every version.
@@ -104,7 +108,12 @@ fn open_and_search_dense(name: &str) -> Index {
 /// Opens a golden file with a lexical section and searches it lexically (misspelt
 /// queries); returns the best passage for "creme brulee", the unicode passage's words
 /// without their accents.
-fn open_and_search_lexical(name: &str, rules: WordRules, across_words: bool) -> Option<String> {
+fn open_and_search_lexical(
+    name: &str,
+    rules: WordRules,
+    across_words: bool,
+    numbers: bool,
+) -> Option<String> {
     let index = open_and_search_dense(name);
     let lex = index
         .lexical()
@@ -114,6 +123,7 @@ fn open_and_search_lexical(name: &str, rules: WordRules, across_words: bool) -> 
         &AnalyzerSpec {
             rules,
             across_words,
+            numbers,
             ..DEFAULT_ANALYZER
         }
     );
@@ -151,21 +161,28 @@ fn format_version(name: &str) -> u32 {
 
 #[test]
 fn golden_index_opens_verifies_and_searches() {
-    let best = open_and_search_lexical(GOLDEN, WordRules::V2, true);
+    let best = open_and_search_lexical(GOLDEN, WordRules::V2, true, true);
     // Version-2 rules fold "Crème brûlée" to "creme brulee": the recognizer's spelling.
     assert_eq!(best.as_deref(), Some("unicode"));
 }
 
 #[test]
+fn golden_v4_index_still_opens_and_searches_by_its_own_ngrams() {
+    let best = open_and_search_lexical(GOLDEN_V4, WordRules::V2, true, false);
+    assert_eq!(best.as_deref(), Some("unicode"));
+    assert_eq!(format_version(GOLDEN_V4), 4);
+}
+
+#[test]
 fn golden_v3_index_still_opens_and_searches_by_its_own_ngrams() {
-    let best = open_and_search_lexical(GOLDEN_V3, WordRules::V2, false);
+    let best = open_and_search_lexical(GOLDEN_V3, WordRules::V2, false, false);
     assert_eq!(best.as_deref(), Some("unicode"));
     assert_eq!(format_version(GOLDEN_V3), 3);
 }
 
 #[test]
 fn golden_v2_index_still_opens_and_searches_by_its_own_word_rules() {
-    let best = open_and_search_lexical(GOLDEN_V2, WordRules::V1, false);
+    let best = open_and_search_lexical(GOLDEN_V2, WordRules::V1, false, false);
     // Analyzer version 1 kept the accents: no 4-gram of "creme brulee" is in the passage.
     assert_ne!(best.as_deref(), Some("unicode"));
     assert_eq!(format_version(GOLDEN_V2), 2);

@@ -1,4 +1,4 @@
-//! The byte layout of index format v4 (v2's, with analyzer version 3 in the lexical
+//! The byte layout of index format v5 (v2's, with analyzer version 4 in the lexical
 //! section): constants, the fixed header, the passage record, and the quantisers that
 //! turn float vectors into the stored codes. (The lexical section has its own layout, in
 //! `lexical::format`; here it is one more section of the table.)
@@ -22,8 +22,9 @@ pub const MAGIC: [u8; 8] = *b"PRIMDIX\0";
 /// 2, with the lexical section analysed by the version-2 word rules (Latin diacritics
 /// folded), which a format-2 reader would apply wrongly. 4: the same layout again, with
 /// character n-grams across word boundaries (analyzer version 3), which a format-3 reader
-/// would not cut.
-pub const FORMAT_VERSION: u32 = 4;
+/// would not cut. 5: the same layout, with numbers spelled out as words (analyzer version
+/// 4), which a format-4 reader would leave as digits.
+pub const FORMAT_VERSION: u32 = 5;
 /// The oldest format version this reader still accepts.
 pub const OLDEST_SUPPORTED: u32 = 1;
 
@@ -36,11 +37,11 @@ pub type Fingerprint = [u8; 32];
 /// ignores the lexical section's table entry (reserved bytes to it) and the section
 /// itself (between the blob and the footer).
 pub(crate) const MIN_READER_VERSION: u32 = 1;
-/// `min_reader_version` of a file with a lexical section: a format-2 or -3 reader knows
-/// only analyzer versions up to 1 or 2 and would refuse the section as corrupt, a v1
-/// reader would search dense only without a word; all say "built by a newer primd"
+/// `min_reader_version` of a file with a lexical section: a format-2, -3 or -4 reader
+/// knows only analyzer versions up to 1, 2 or 3 and would refuse the section as corrupt, a
+/// v1 reader would search dense only without a word; all say "built by a newer primd"
 /// instead.
-pub(crate) const MIN_READER_WITH_LEXICAL: u32 = 4;
+pub(crate) const MIN_READER_WITH_LEXICAL: u32 = 5;
 /// Last 16 bytes of the file start with the CRC and then this.
 pub(crate) const FOOTER_MAGIC: [u8; 8] = *b"PRIMDEND";
 /// Fixed header size; the first section starts right after it.

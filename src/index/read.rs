@@ -543,8 +543,8 @@ mod tests {
     use super::*;
     use crate::index::format::SEC_LEXICAL;
     use crate::index::format::{
-        OFF_COUNT, OFF_DIM, OFF_FORMAT_VERSION, OFF_MIN_READER_VERSION, OFF_SECTIONS,
-        PassageRecord, quantize_i8, sign_code,
+        MIN_READER_WITH_LEXICAL, OFF_COUNT, OFF_DIM, OFF_FORMAT_VERSION, OFF_MIN_READER_VERSION,
+        OFF_SECTIONS, PassageRecord, quantize_i8, sign_code,
     };
     use crate::index::test_support::{XorShift, corpus, meta};
     use crate::index::{WriteOptions, write_index, write_index_with};
@@ -754,7 +754,7 @@ mod tests {
 
         // newer format with forward-compatible additions: still readable
         let mut b = orig.clone();
-        put_u32(&mut b, OFF_FORMAT_VERSION, 5);
+        put_u32(&mut b, OFF_FORMAT_VERSION, FORMAT_VERSION + 1);
         put_u32(&mut b, OFF_MIN_READER_VERSION, 1);
         b[200] = 0xaa; // a field in the reserved tail that we do not know
         let ix = open_bytes(dir.path(), &b).unwrap();
@@ -1035,11 +1035,14 @@ mod tests {
         // What a v1 reader does with a format-2 file: min_reader_version is 1, the lexical
         // entry is in its reserved bytes and the section sits between the blob and the
         // footer, which v1 allows. Here: a file relabelled as format 1 opens dense-only,
-        // the same way. (A file with a lexical section now asks for a format-4 reader.)
+        // the same way. (A file with a lexical section now asks for a format-5 reader.)
         let dir = tempfile::tempdir().unwrap();
         let (p, _, _) = build(dir.path(), 9, 16, 22);
         let mut b = std::fs::read(&p).unwrap();
-        assert_eq!(u32::from_le_bytes(b[12..16].try_into().unwrap()), 4);
+        assert_eq!(
+            u32::from_le_bytes(b[12..16].try_into().unwrap()),
+            MIN_READER_WITH_LEXICAL
+        );
         put_u32(&mut b, OFF_MIN_READER_VERSION, 1);
         put_u32(&mut b, OFF_FORMAT_VERSION, 1);
         let ix = open_bytes(dir.path(), &b).unwrap();

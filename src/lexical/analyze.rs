@@ -24,6 +24,7 @@
 //! After warm-up (the longest text seen so far), analysing allocates nothing: the lowered
 //! text, the character offsets and the term bytes live in [`Analyzer`]'s buffers.
 
+use super::numbers::spell_word;
 use super::{AnalyzerKind, AnalyzerSpec};
 use crate::stream::normalize::{WordRules, lower_words};
 
@@ -32,30 +33,33 @@ use crate::stream::normalize::{WordRules, lower_words};
 /// analysing an older index's queries by its own version's rules ([`WordRules`]).
 /// 1: lower case, letters/digits/inner apostrophes; 2: also Latin diacritics folded and
 /// typographic apostrophes read as `'`; 3: the same words, and character n-grams run
-/// across word boundaries.
-pub const ANALYZER_VERSION: u32 = 3;
+/// across word boundaries; 4: also numbers spelled out as words ([`super::numbers`]).
+pub const ANALYZER_VERSION: u32 = 4;
 
 /// The oldest analysis rules a reader still applies.
 pub const OLDEST_ANALYZER_VERSION: u32 = 1;
 
-/// The word rules of analyzer version `v`, and whether its n-grams run across words; `None`
-/// if this primd does not know the version.
-pub(crate) fn version_rules(v: u32) -> Option<(WordRules, bool)> {
+/// The rules of analyzer version `v`: its word rules, whether its n-grams run across
+/// words, whether it spells numbers out; `None` if this primd does not know the version.
+pub(crate) fn version_rules(v: u32) -> Option<(WordRules, bool, bool)> {
     match v {
-        1 => Some((WordRules::V1, false)),
-        2 => Some((WordRules::V2, false)),
-        3 => Some((WordRules::V2, true)),
+        1 => Some((WordRules::V1, false, false)),
+        2 => Some((WordRules::V2, false, false)),
+        3 => Some((WordRules::V2, true, false)),
+        4 => Some((WordRules::V2, true, true)),
         _ => None,
     }
 }
 
 /// The analyzer version to record for `spec` (`build-index` writes only the current one;
-/// tests write older ones. No version has V1 words with n-grams across them).
+/// tests write older ones. No version has V1 words with n-grams across them, or numbers
+/// spelled out with n-grams within words: `check_params` refuses that spec).
 pub(crate) fn analyzer_version(spec: &AnalyzerSpec) -> u32 {
-    match (spec.rules, spec.across_words) {
-        (_, true) => 3,
-        (WordRules::V1, false) => 1,
-        (WordRules::V2, false) => 2,
+    match (spec.across_words, spec.numbers, spec.rules) {
+        (true, true, _) => 4,
+        (true, false, _) => 3,
+        (false, _, WordRules::V1) => 1,
+        (false, _, WordRules::V2) => 2,
     }
 }
 
@@ -67,6 +71,8 @@ pub const BOUNDARY: char = '_';
 #[derive(Clone, Debug, Default)]
 pub struct Analyzer {
     lowered: String,
+    /// The lowered words with their numbers spelled out (analyzer version 4).
+    spelled: String,
     /// The words joined by [`BOUNDARY`] (n-grams across words).
     joined: String,
     /// Byte offset of each char of the current word, plus its length.
@@ -85,10 +91,20 @@ impl Analyzer {
         lower_words(text, spec.rules, &mut self.lowered);
         let Analyzer {
             lowered,
+            spelled,
             joined,
             bounds,
             term,
         } = self;
+        let lowered = if spec.numbers && lowered.bytes().any(|b| b.is_ascii_digit()) {
+            spelled.clear();
+            for w in lowered.split(' ').filter(|w| !w.is_empty()) {
+                spell_word(w, spelled);
+            }
+            spelled
+        } else {
+            lowered
+        };
         let words = lowered.split(' ').filter(|w| !w.is_empty());
         match spec.kind {
             AnalyzerKind::Words => words.for_each(|w| f(w.as_bytes())),
@@ -115,6 +131,7 @@ impl Analyzer {
     pub(crate) fn capacities(&self) -> Vec<usize> {
         vec![
             self.lowered.capacity(),
+            self.spelled.capacity(),
             self.joined.capacity(),
             self.bounds.capacity(),
             self.term.capacity(),
@@ -191,8 +208,12 @@ mod tests {
 
     #[test]
     fn words_are_the_normalisers_words() {
+        let digits = AnalyzerSpec {
+            numbers: false,
+            ..WORDS
+        };
         assert_eq!(
-            terms(WORDS, "Um, who wrote the Declaration? It's 1776!"),
+            terms(digits, "Um, who wrote the Declaration? It's 1776!"),
             ["um", "who", "wrote", "the", "declaration", "it's", "1776"]
         );
         assert!(terms(WORDS, "  ... --- ").is_empty());
@@ -236,11 +257,12 @@ mod tests {
 
     /// The spec of an index built with analyzer version `v`, as its reader decodes it.
     fn version(v: u32, kind: AnalyzerKind) -> AnalyzerSpec {
-        let (rules, across_words) = version_rules(v).unwrap();
+        let (rules, across_words, numbers) = version_rules(v).unwrap();
         AnalyzerSpec {
             kind,
             rules,
             across_words,
+            numbers,
         }
     }
 
@@ -250,6 +272,7 @@ mod tests {
         assert_eq!(grams(4), version(ANALYZER_VERSION, c4));
         // the windows that span a boundary say which words stand next to each other
         let the_cat = ["_the", "the_", "he_c", "e_ca", "_cat", "cat_"];
+        assert_eq!(terms(version(3, c4), "The cat"), the_cat);
         assert_eq!(terms(grams(4), "The cat"), the_cat);
         // whatever separates the words, one mark stands between them
         assert_eq!(terms(grams(4), "  the, -- CAT! "), the_cat);
@@ -271,8 +294,40 @@ mod tests {
             assert_eq!(terms(version(v, c4), "a I"), ["_a_", "_i_"]);
             assert_eq!(analyzer_version(&version(v, c4)), v);
         }
-        assert_eq!(analyzer_version(&grams(4)), 3);
-        assert_eq!(version_rules(4), None);
+        assert_eq!(analyzer_version(&version(3, c4)), 3);
+        assert_eq!(version_rules(5), None);
         assert_eq!(version_rules(0), None);
+    }
+
+    #[test]
+    fn numbers_are_spelled_out_from_version_4_on_both_sides_alike() {
+        let c4 = AnalyzerKind::CharNgrams { n: 4 };
+        assert_eq!(grams(4), version(ANALYZER_VERSION, c4));
+        assert_eq!(analyzer_version(&grams(4)), 4);
+        // a passage's digits and a recognizer's words give the same terms
+        let spoken = "tesla moved in one thousand eight hundred eighty one";
+        let written = "Tesla moved in 1881.";
+        let said = terms(grams(4), spoken);
+        let both = terms(grams(4), written);
+        assert_eq!(&both[..said.len()], &said[..], "the cardinal reading first");
+        assert!(both.contains(&"eigh".to_string()) && both.contains(&"y_on".to_string()));
+        // and the year reading after it, for a recognizer that says "eighteen eighty one"
+        let year = terms(grams(4), "eighteen eighty one");
+        assert!(year.iter().skip(1).all(|t| both.contains(t)), "{year:?}");
+        // version 3 indexes keep their digits
+        assert_eq!(
+            terms(version(3, c4), "in 1881"),
+            ["_in_", "in_1", "n_18", "_188", "1881", "881_"]
+        );
+        let words = version(4, AnalyzerKind::Words);
+        assert_eq!(
+            terms(words, "Super Bowl 50, the 19th"),
+            ["super", "bowl", "fifty", "the", "nineteenth"]
+        );
+        // text without digits is analysed exactly as by version 3
+        assert_eq!(
+            terms(grams(4), "who wrote it"),
+            terms(version(3, c4), "who wrote it")
+        );
     }
 }

@@ -25,8 +25,12 @@ use super::{AnalyzerKind, AnalyzerSpec, Bm25};
 use crate::index::{PassageRecord, passage_embed_text};
 
 /// Checks an analyzer spec and BM25 parameters before they are written into an index
-/// (n in 3..=5, k1 in 0..=100, b in 0..=1, all finite).
+/// (n in 3..=5, k1 in 0..=100, b in 0..=1, all finite; numbers spelled out only with
+/// n-grams across words, as no analyzer version has the other).
 pub fn check_params(spec: &AnalyzerSpec, bm25: Bm25) -> Result<(), String> {
+    if spec.numbers && !spec.across_words {
+        return Err("numbers are spelled out only with n-grams across words".into());
+    }
     if let AnalyzerKind::CharNgrams { n } = spec.kind
         && !NGRAM_RANGE.contains(&n)
     {

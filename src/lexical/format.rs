@@ -80,6 +80,7 @@ pub(crate) fn decode_spec(
     n: u8,
     rules: WordRules,
     across_words: bool,
+    numbers: bool,
 ) -> Result<AnalyzerSpec, String> {
     let kind = match (kind, n) {
         (KIND_WORDS, 0) => AnalyzerKind::Words,
@@ -90,6 +91,7 @@ pub(crate) fn decode_spec(
         kind,
         rules,
         across_words,
+        numbers,
     })
 }
 
@@ -490,11 +492,11 @@ mod tests {
         };
         assert_eq!(LexHeader::decode(&h.encode()), h);
         for (kind, n) in [(0u8, 0u8), (1, 3), (1, 4), (1, 5)] {
-            let s = decode_spec(kind, n, WordRules::V1, false).unwrap();
+            let s = decode_spec(kind, n, WordRules::V1, false, false).unwrap();
             assert_eq!(encode_spec(&s), (kind, n));
         }
         for (kind, n) in [(0u8, 1u8), (1, 2), (1, 6), (2, 0)] {
-            assert!(decode_spec(kind, n, WordRules::V2, true).is_err());
+            assert!(decode_spec(kind, n, WordRules::V2, true, true).is_err());
         }
     }
 }

@@ -26,6 +26,7 @@ mod cache;
 mod decoded;
 mod format;
 mod kernels;
+mod numbers;
 mod read;
 mod search;
 
@@ -75,18 +76,26 @@ pub struct AnalyzerSpec {
     /// Whether character n-grams run across word boundaries (analyzer version 3 on), or
     /// stop at each word's end (versions 1-2). Whole words ignore it.
     pub across_words: bool,
+    /// Whether numbers are spelled out as words before the terms are made ("1990" →
+    /// "one thousand nine hundred ninety nineteen ninety": analyzer version 4 on).
+    pub numbers: bool,
 }
 
 impl AnalyzerSpec {
     /// Names the terms this analysis makes, for a file that depends on them (a learned
     /// trigger's idf features): the `--analyzer` name, with `+across` when the n-grams run
-    /// across words (analyzer version 3 on). So a trigger trained on an index of within-word
-    /// n-grams ("char4") is refused on one of n-grams across words ("char4+across").
+    /// across words (analyzer version 3 on) and `+numbers` when numbers are spelled out
+    /// (version 4). So a trigger trained on an index of within-word n-grams ("char4") is
+    /// refused on one of n-grams across words ("char4+across+numbers").
     pub fn id(&self) -> String {
-        match self.kind {
-            AnalyzerKind::CharNgrams { .. } if self.across_words => format!("{self}+across"),
-            _ => self.to_string(),
+        let mut id = self.to_string();
+        if self.across_words && matches!(self.kind, AnalyzerKind::CharNgrams { .. }) {
+            id.push_str("+across");
         }
+        if self.numbers {
+            id.push_str("+numbers");
+        }
+        id
     }
 
     /// `kind` under the current analysis rules (what `build-index` writes).
@@ -95,6 +104,7 @@ impl AnalyzerSpec {
             kind,
             rules: WordRules::V2,
             across_words: true,
+            numbers: true,
         }
     }
 }

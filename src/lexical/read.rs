@@ -156,14 +156,14 @@ impl<'a> Lexical<'a> {
                 h.version
             ));
         }
-        let Some((rules, across_words)) = version_rules(h.analyzer_version) else {
+        let Some((rules, across_words, numbers)) = version_rules(h.analyzer_version) else {
             return Err(format!(
                 "analyzer version {} (this primd analyses text with versions \
                  {OLDEST_ANALYZER_VERSION}..={ANALYZER_VERSION})",
                 h.analyzer_version
             ));
         };
-        let spec = decode_spec(h.kind, h.n, rules, across_words)?;
+        let spec = decode_spec(h.kind, h.n, rules, across_words, numbers)?;
         check_params(&spec, h.bm25)?;
         let doc_count = usize::try_from(h.doc_count)
             .ok()

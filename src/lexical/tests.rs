@@ -193,6 +193,7 @@ fn words_side_by_side_rank_above_the_same_words_apart() {
     assert!(got[0].1 > got[1].1 * 1.2, "{got:?}");
     let within = AnalyzerSpec {
         across_words: false,
+        numbers: false,
         ..char_ngrams(4)
     };
     let got = search(
@@ -523,7 +524,8 @@ fn warm_searcher_allocates_nothing() {
     // query in two phases (which runs MaxScore on its rarest terms).
     let mut s = LexicalSearcher::with_window(64).with_exact_postings(1);
     let mut out = Hits::new();
-    let q = vocab[..12].join(" ");
+    // A number too, so that spelling it out is warm as well.
+    let q = vocab[..12].join(" ") + " in 1881";
     s.search(&lex, &q, &vocab[20], 0.5, 10, &mut out);
     s.search_exhaustive(&lex, &q, &vocab[20], 0.5, 10, &mut out);
     let before = s.capacities();
@@ -894,7 +896,12 @@ fn the_postings_limit_decides_which_queries_take_two_phases() {
         })
         .collect();
     let docs: Vec<(&str, &str)> = docs.iter().map(|t| ("", t.as_str())).collect();
-    let bytes = build(&passages(&docs), &WORDS, Bm25::default()).unwrap();
+    // Digits as they are: the one term "200" decides the query.
+    let digits = AnalyzerSpec {
+        numbers: false,
+        ..WORDS
+    };
+    let bytes = build(&passages(&docs), &digits, Bm25::default()).unwrap();
     let lex = Lexical::open(&bytes).unwrap();
     let query = "the dog sang song number 200";
     let mut exact = Hits::new();
@@ -913,4 +920,52 @@ fn the_postings_limit_decides_which_queries_take_two_phases() {
     assert_eq!(out[0].index, exact[0].index);
     assert_eq!(out[0].index, 200);
     assert!(close(out[0].score.into(), exact[0].score.into()));
+}
+
+/// A passage that writes a year in digits is found by a recognizer that says it in words,
+/// either way it says it, and the other way round (analyzer version 4); an index of
+/// version 3 could not match them.
+#[test]
+fn numbers_match_whether_written_in_digits_or_said_in_words() {
+    let ps = passages(&[
+        ("Tesla", "In 1884 Tesla moved to New York City."),
+        (
+            "Edison",
+            "Edison opened his Pearl Street station in the year 1882.",
+        ),
+        (
+            "Westinghouse",
+            "Westinghouse bought the patents in eighteen eighty eight.",
+        ),
+    ]);
+    let v3 = AnalyzerSpec {
+        numbers: false,
+        ..char_ngrams(4)
+    };
+    let top = |spec: &AnalyzerSpec, query: &str| {
+        let got = search(
+            &build(&ps, spec, Bm25::default()).unwrap(),
+            query,
+            "",
+            0.0,
+            3,
+        );
+        got.first().map(|h| h.0)
+    };
+    for (query, want) in [
+        (
+            "when did he move in one thousand eight hundred eighty four",
+            0,
+        ),
+        ("the year eighteen eighty four", 0),
+        ("a station opened in eighteen eighty two", 1),
+        ("patents bought in 1888", 2),
+    ] {
+        assert_eq!(top(&char_ngrams(4), query), Some(want), "{query}");
+    }
+    assert_ne!(
+        top(&v3, "the year eighteen eighty four"),
+        Some(0),
+        "digits and words share no n-gram"
+    );
 }

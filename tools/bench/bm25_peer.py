@@ -7,10 +7,11 @@ BM25 as primd (Lucene idf and length normalisation, k1 1.2, b 0.75), the same te
 windows with --chunk-words/--overlap) and the same normalisation (primd's lower_words:
 lower case, letters/digits, apostrophes inside words), with two tokenisations:
 
-    words   the normalised words, whitespace-split
-    char4   character 4-grams of the words joined and boundary-marked, as primd's default
-            analyzer (version 3): "the cat" -> "_the_cat_" -> _the the_ he_c e_ca _cat cat_;
-            a marked text shorter than 4 kept whole
+    words   the normalised words, whitespace-split, numbers spelled out ("1881" -> "one
+            thousand eight hundred eighty one eighteen eighty one")
+    char4   character 4-grams of those words joined and boundary-marked, as primd's
+            default analyzer (version 4): "the cat" -> "_the_cat_" -> _the the_ he_c e_ca
+            _cat cat_; a marked text shorter than 4 kept whole
 
 and reports the index build time and the single-thread latency of one query at a time
 (`retrieve([tokens], k=10)`, median and p90 over the queries, after a warm-up), plus
@@ -73,7 +74,11 @@ def char4(ws):
     return [m[i:i + 4] for i in range(len(m) - 3)]
 
 
-TOKENIZERS = {"words": lambda t: words(t), "char4": lambda t: char4(words(t))}
+# Numbers spelled out as primd's analyzer version 4 does (tools/eval/spell_numbers.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "eval"))
+from spell_numbers import spell  # noqa: E402
+
+TOKENIZERS = {"words": lambda t: spell(words(t)), "char4": lambda t: char4(spell(words(t)))}
 
 
 def passages(path, chunk_words, overlap):

@@ -19,6 +19,7 @@ writes) it also compares the two retrievers query by query.
     python3 tools/eval/bm25_prefix.py --corpus ../shared/data/spoken-squad/corpus.jsonl \
         --queries ../shared/data/spoken-squad/queries.jsonl \
         --qrels ../shared/data/spoken-squad/qrels.tsv [--primd-records out/prefix_records.jsonl]
+        [--spell-numbers]
 
 Standard library only.
 """
@@ -36,6 +37,7 @@ from collections import Counter, defaultdict
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dataset  # noqa: E402
 from qrels import load_qrels  # noqa: E402
+from spell_numbers import spell  # noqa: E402
 
 KS = [1, 3, 5, 10]
 WORD = re.compile(r"[^\W_]+(?:'[^\W_]*)*")
@@ -109,12 +111,17 @@ def main():
                     help="which retriever's records to compare (primd eval writes one "
                     "record per retriever and query)")
     ap.add_argument("--out", help="write BM25's per-query records here (JSON lines)")
+    ap.add_argument("--spell-numbers", action="store_true",
+                    help="spell numbers out as words on both sides, as primd's analyzer "
+                    "version 4 does (spell_numbers.py): to compare with a primd index built "
+                    "since; the study's BM25 keeps digits")
     args = ap.parse_args()
+    spelled = spell if args.spell_numbers else (lambda ws: ws)
     dataset.resolve(ap, args, ["corpus", "queries", "qrels"])
 
     docs = []
     for d in dataset.records(args.corpus):
-        docs.append((d["id"], words(d.get("title", "") + " " + d["text"])))
+        docs.append((d["id"], spelled(words(d.get("title", "") + " " + d["text"]))))
     bm25 = BM25(docs)
     qrels = load_qrels(args.qrels)
     recs = {}
@@ -125,7 +132,7 @@ def main():
             continue
         top1, ranks = [], []
         for t in range(1, len(toks) + 1):
-            top = bm25.top(toks[:t])
+            top = bm25.top(spelled(toks[:t]))
             top1.append(top[0] if top else None)
             ranks.append(next((i for i, d in enumerate(top) if d in rel), None))
         n = len(toks)

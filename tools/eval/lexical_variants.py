@@ -26,7 +26,8 @@ query with repeated clauses, and as tools/eval/bm25_prefix.py). Analyzers compar
                           versions 1-2
     charN across words    character N-grams of the words joined and marked as one text,
                           "_w1_w2_..._wk_" (a window may span a boundary): analyzer
-                          version 3, primd's default since (PRIMD_ANALYZER)
+                          version 3; version 4, primd's default (PRIMD_ANALYZER), spells
+                          numbers out first (spell_numbers.py)
     char345               3-, 4- and 5-grams in one bag
     words+char4           words and 4-grams in one bag (one length)
     words|char4 (w)       two fields, BM25 each with its own lengths, w * words + 4-grams
@@ -67,6 +68,7 @@ import scipy.sparse as sp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dataset  # noqa: E402
+import spell_numbers  # noqa: E402
 
 KS = (1, 10)
 TOP_FUSE = 100
@@ -157,55 +159,15 @@ def lower_words(text):
 # Analyzer building blocks: each maps a list of normalised words to a list of terms.
 # ---------------------------------------------------------------------------------------
 
-ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
-        "fourteen fifteen sixteen seventeen eighteen nineteen").split()
-TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
-SCALES = ((10**9, "billion"), (10**6, "million"), (1000, "thousand"))
-ORDINAL = {"one": "first", "two": "second", "three": "third", "five": "fifth",
-           "eight": "eighth", "nine": "ninth", "twelve": "twelfth"}
-
-
-def cardinal(n):
-    """English words of 0 <= n < 10**12, no "and": 118 -> one hundred eighteen."""
-    if n < 20:
-        return [ONES[n]]
-    if n < 100:
-        return [TENS[n // 10]] + ([ONES[n % 10]] if n % 10 else [])
-    if n < 1000:
-        return [ONES[n // 100], "hundred"] + (cardinal(n % 100) if n % 100 else [])
-    for scale, name in SCALES:
-        if n >= scale:
-            return cardinal(n // scale) + [name] + (cardinal(n % scale) if n % scale else [])
-    raise ValueError(n)
+ONES = spell_numbers.ONES
+cardinal = spell_numbers.cardinal
 
 
 def year_or_cardinal(n, ndigits):
     """4-digit 1100..2099 read as a year (1990 nineteen ninety, 1905 nineteen oh five,
-    1900 nineteen hundred, 2015 twenty fifteen), except 2000..2009 (two thousand five)."""
-    if ndigits == 4 and 1100 <= n <= 2099 and not 2000 <= n <= 2009:
-        hi, lo = divmod(n, 100)
-        if lo == 0:
-            return cardinal(hi) + ["hundred"]
-        if lo < 10:
-            return cardinal(hi) + ["oh", ONES[lo]]
-        return cardinal(hi) + cardinal(lo)
-    return cardinal(n)
-
-
-def ordinal_word(w):
-    if w in ORDINAL:
-        return ORDINAL[w]
-    if w.endswith("y"):
-        return w[:-1] + "ieth"
-    return w + "th"
-
-
-def plural_word(w):
-    if w.endswith("y"):
-        return w[:-1] + "ies"
-    if w.endswith(("x", "s")):
-        return w + "es"
-    return w + "s"
+    1900 nineteen hundred, 2015 twenty fifteen), except 2000..2009 (two thousand five):
+    the year reading *instead of* the cardinal, where analyzer 4 gives both."""
+    return spell_numbers.year_reading(ndigits, n) or cardinal(n)
 
 
 def _split_alnum(w):
@@ -234,12 +196,12 @@ def number_words(word):
     for suffix in ("st", "nd", "rd", "th"):
         if w.endswith(suffix) and w[:-2].isascii() and w[:-2].isdigit() and len(w) > 2:
             ws = cardinal(int(w[:-2])) if len(w) - 2 <= 12 else [w]
-            return ws[:-1] + [ordinal_word(ws[-1])]
+            return ws[:-1] + [spell_numbers.ordinal(ws[-1])]
     for suffix in ("s", "'s"):
         stem = w[: -len(suffix)]
         if w.endswith(suffix) and stem.isascii() and stem.isdigit() and 0 < len(stem) <= 12:
             ws = year_or_cardinal(int(stem), len(stem))  # 1980s, 50s
-            return ws[:-1] + [plural_word(ws[-1])]
+            return ws[:-1] + [spell_numbers.plural(ws[-1])]
     out = []
     for part in _split_alnum(word):
         if part.isascii() and part.isdigit():
@@ -375,8 +337,31 @@ ANALYZERS = {
 }
 
 
-# primd's default analyzer (build-index --analyzer char4, analyzer version 3).
-PRIMD_ANALYZER = "char4 across words"
+# primd's default analyzer (build-index --analyzer char4, analyzer version 4: numbers
+# spelled out as spell_numbers.py does, then char 4-grams across words).
+ANALYZERS["char4 across words, numbers spelled (analyzer 4)"] = [
+    (1.0, chain(spell_numbers.spell, across(4)))]
+
+
+def _cardinals(words):
+    """Numbers spelled out without the year reading ("1881" -> one thousand eight hundred
+    eighty one), digits kept as well: the number rules analyzer 4 was chosen against."""
+    out = []
+    for w in words:
+        if w.isascii() and w.isdigit() and not (len(w) > 1 and w[0] == "0") and len(w) <= 12:
+            out.extend(spell_numbers.cardinal(int(w)))
+        else:
+            out.extend(spell_numbers.spell_word(w))
+    return out
+
+
+ANALYZERS["char4 across words (numbers as words)"] = [(1.0, chain(numwords, across(4)))]
+ANALYZERS["char4 across words, cardinals only"] = [(1.0, chain(_cardinals, across(4)))]
+ANALYZERS["char4 across words, cardinals and digits"] = [
+    (1.0, chain(lambda ws: [t for w in ws for t in ([w] + _cardinals([w]) if
+                                                   _cardinals([w]) != [w] else [w])],
+                across(4)))]
+PRIMD_ANALYZER = "char4 across words, numbers spelled (analyzer 4)"
 
 
 # ---------------------------------------------------------------------------------------
@@ -637,8 +622,16 @@ def main():
     ap.add_argument("--fusion", default="words;char4;char4 (numbers as words);"
                     "words|char4 (fields, 1 words)",
                     help="';'-separated analyzers to fuse with dense (the best one is added)")
+    ap.add_argument("--analyzers", help="';'-separated analyzers to compare (default: all); "
+                    "the k1/b grid and the fusion study need words and char4 among them")
     args = ap.parse_args()
     t_start = time.time()
+    analyzers = ANALYZERS
+    if args.analyzers:
+        unknown = [a for a in args.analyzers.split(";") if a not in ANALYZERS]
+        if unknown:
+            ap.error(f"unknown analyzers {unknown}; known: {'; '.join(ANALYZERS)}")
+        analyzers = {a: ANALYZERS[a] for a in args.analyzers.split(";")}
 
     docs, passages, qrels, sets = load(args.data, args.chunk_words, args.overlap)
     passage_docs = [p[0] for p in passages]
@@ -667,7 +660,7 @@ def main():
     # 1. Analyzers.
     results = {}
     rows = []
-    for aname, analyzer in ANALYZERS.items():
+    for aname, analyzer in analyzers.items():
         t0 = time.time()
         sc = lexical_scores(analyzer, pwords, lex_sets)
         ms = {n: metrics(ranked(sc[n], 10), masks[n]) for n in names}
