@@ -5,7 +5,8 @@
 //! lower case, letters/digits/inner apostrophes, everything else a separator), reused rather
 //! than copied, so a partial and a passage can never be tokenised differently. No filler
 //! removal here: a passage's "um" is text, and a query's fillers are rare in passages, so
-//! they cost little.
+//! they cost little. From analyzer version 4 a word that holds digits is then replaced by
+//! its spoken words ([`super::numbers`]: "1881" as a recognizer may say it), on both sides.
 //!
 //! [`AnalyzerKind::CharNgrams`] joins the words with `_` and marks the text's start and end
 //! with it (`_w1_w2_…_wk_`), then cuts that into overlapping windows of `n` characters
