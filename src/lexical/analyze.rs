@@ -25,7 +25,7 @@
 //! After warm-up (the longest text seen so far), analysing allocates nothing: the lowered
 //! text, the character offsets and the term bytes live in [`Analyzer`]'s buffers.
 
-use super::numbers::spell_word;
+use super::numbers::spell_words;
 use super::{AnalyzerKind, AnalyzerSpec};
 use crate::stream::normalize::{WordRules, lower_words};
 
@@ -99,9 +99,7 @@ impl Analyzer {
         } = self;
         let lowered = if spec.numbers && lowered.bytes().any(|b| b.is_ascii_digit()) {
             spelled.clear();
-            for w in lowered.split(' ').filter(|w| !w.is_empty()) {
-                spell_word(w, spelled);
-            }
+            spell_words(lowered, spelled);
             spelled
         } else {
             lowered

@@ -24,7 +24,9 @@
 //! - digits + `s` or `'s`: the plural of each reading ("1980s" → "one thousand nine
 //!   hundred eighties nineteen eighties");
 //! - digits mixed with letters otherwise: the runs apart ("mp3" → "mp three");
-//! - no ASCII digit: the word unchanged.
+//! - no ASCII digit: the word unchanged;
+//! - and a number in groups of three digits ("1,655,114", words `1 655 114` once the
+//!   normaliser has dropped the commas) is read as one ([`spell_words`]).
 //!
 //! Everything appends to a caller's `String`, so analysing allocates nothing once warm.
 
@@ -60,6 +62,36 @@ const SCALES: [(u64, &str); 3] = [
 ];
 /// Longest digit run read as a quantity.
 const MAX_DIGITS: usize = 12;
+
+/// Appends the words of `text` (normalised words separated by spaces) to `out`, numbers
+/// spelled out ([`spell_word`]). A number written in groups of three digits ("1,655,114",
+/// which the normaliser leaves as `1 655 114`) is read as one number: a word of one to
+/// three digits (no leading zero) and the words of exactly three digits after it, up to
+/// [`MAX_DIGITS`] in all.
+pub(crate) fn spell_words(text: &str, out: &mut String) {
+    let is_group = |w: &&str| w.len() == 3 && w.bytes().all(|b| b.is_ascii_digit());
+    let mut words = text.split(' ').filter(|w| !w.is_empty()).peekable();
+    while let Some(w) = words.next() {
+        let starts_group = (1..=3).contains(&w.len())
+            && w.bytes().all(|b| b.is_ascii_digit())
+            && (w.len() == 1 || !w.starts_with('0'));
+        if !(starts_group && words.peek().is_some_and(is_group)) {
+            spell_word(w, out);
+            continue;
+        }
+        let mut digits = [0u8; MAX_DIGITS];
+        digits[..w.len()].copy_from_slice(w.as_bytes());
+        let mut len = w.len();
+        while len + 3 <= MAX_DIGITS
+            && let Some(g) = words.next_if(is_group)
+        {
+            digits[len..len + 3].copy_from_slice(g.as_bytes());
+            len += 3;
+        }
+        // ASCII digits only, so always UTF-8.
+        readings(std::str::from_utf8(&digits[..len]).unwrap_or_default(), out);
+    }
+}
 
 /// Appends the words of `word` to `out`, each preceded by a space unless `out` is empty:
 /// spelled out when it holds ASCII digits, as it is otherwise.
@@ -313,5 +345,36 @@ mod tests {
             out,
             "in one thousand nine hundred sixty six nineteen sixty six"
         );
+    }
+
+    #[test]
+    fn numbers_in_groups_of_three_digits_are_one_number() {
+        let spell = |text: &str| {
+            let mut out = String::new();
+            spell_words(text, &mut out);
+            out
+        };
+        // "200,000 residents", "1,655,114": the normaliser's words
+        assert_eq!(
+            spell("over 200 000 residents"),
+            "over two hundred thousand residents"
+        );
+        assert_eq!(
+            spell("patent 1 655 114 granted"),
+            "patent one million six hundred fifty five thousand one hundred fourteen granted"
+        );
+        // not a group: four digits first, a leading zero, a group of two
+        assert_eq!(
+            spell("1990 200"),
+            "one thousand nine hundred ninety nineteen ninety two hundred"
+        );
+        assert_eq!(spell("05 000"), "zero five zero zero zero");
+        assert_eq!(spell("12 34"), "twelve thirty four");
+        // at most twelve digits: the rest is read on its own
+        assert_eq!(
+            spell("1 000 000 000 000 5"),
+            "one billion zero zero zero five"
+        );
+        assert_eq!(spell(""), "");
     }
 }

@@ -11,6 +11,8 @@ digits becomes its words, every other word stays as it is.
     19th, 2nd         the ordinal (nineteenth, second)
     1980s, 6's        each reading's last word in the plural
     mp3               letter and digit runs apart (mp three)
+    1,655,114         one number (the normaliser's words 1 655 114: a word of 1-3 digits
+                      and the 3-digit words after it, up to 12 digits)
 
 Standard library only.
 """
@@ -107,10 +109,23 @@ def spell_word(word):
 
 
 def spell(words):
-    """A list of normalised words with their numbers spelled out."""
-    out = []
-    for w in words:
+    """A list of normalised words with their numbers spelled out; a number in groups of
+    three digits ("1,655,114", the words 1 655 114) is read as one."""
+    out, i = [], 0
+    while i < len(words):
+        w = words[i]
+        if (1 <= len(w) <= 3 and _is_digits(w) and (len(w) == 1 or w[0] != "0")
+                and i + 1 < len(words) and len(words[i + 1]) == 3 and _is_digits(words[i + 1])):
+            digits = w
+            i += 1
+            while (i < len(words) and len(digits) + 3 <= MAX_DIGITS and len(words[i]) == 3
+                   and _is_digits(words[i])):
+                digits += words[i]
+                i += 1
+            out.extend(readings(digits))
+            continue
         out.extend(spell_word(w))
+        i += 1
     return out
 
 
@@ -124,4 +139,12 @@ if __name__ == "__main__":
     ]:
         got = " ".join(spell_word(word))
         assert got == want, (word, got, want)
+    for text, want in [
+        ("over 200 000 residents", "over two hundred thousand residents"),
+        ("1990 200", "one thousand nine hundred ninety nineteen ninety two hundred"),
+        ("05 000", "zero five zero zero zero"),
+        ("1 000 000 000 000 5", "one billion zero zero zero five"),
+    ]:
+        got = " ".join(spell(text.split()))
+        assert got == want, (text, got, want)
     print("ok")
