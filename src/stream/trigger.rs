@@ -256,7 +256,7 @@ struct TriggerFile {
     /// Hex of the embedding model's fingerprint (as recorded in the index).
     model_fingerprint: String,
     /// The lexical analyzer the idf features were computed with (`AnalyzerSpec::id`, e.g.
-    /// "char4+across"), when lexical features are used.
+    /// "char4+across+numbers"), when lexical features are used.
     lexical_analyzer: Option<String>,
     training: TrainingInfo,
 }
