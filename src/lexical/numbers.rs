@@ -150,13 +150,11 @@ fn readings(digits: &str, out: &mut String) {
 /// As [`readings`], the last word of each reading in the plural ("1980s", "50s").
 fn plural_readings(digits: &str, out: &mut String) {
     let n = parse(digits);
-    let start = out.len();
     cardinal(n, out);
-    plural(out, start);
+    plural(out);
     if let Some((hi, lo)) = year(digits.len(), n) {
-        let start = out.len();
         year_reading(hi, lo, out);
-        plural(out, start);
+        plural(out);
     }
 }
 
@@ -239,9 +237,8 @@ fn ordinal(out: &mut String, start: usize) {
     }
 }
 
-/// Turns the last word written since `start` into its plural ("ninety" → "nineties").
-fn plural(out: &mut String, start: usize) {
-    let _ = last_word(out, start);
+/// Turns the last word of `out` into its plural ("ninety" → "nineties").
+fn plural(out: &mut String) {
     if out.ends_with('y') {
         out.pop();
         out.push_str("ies");

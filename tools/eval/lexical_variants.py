@@ -345,7 +345,7 @@ ANALYZERS["char4 across words, numbers spelled (analyzer 4)"] = [
 
 def _cardinals(words):
     """Numbers spelled out without the year reading ("1881" -> one thousand eight hundred
-    eighty one), digits kept as well: the number rules analyzer 4 was chosen against."""
+    eighty one): one of the number rules analyzer 4 was chosen against."""
     out = []
     for w in words:
         if w.isascii() and w.isdigit() and not (len(w) > 1 and w[0] == "0") and len(w) <= 12:
@@ -355,12 +355,20 @@ def _cardinals(words):
     return out
 
 
+def _cardinals_and_digits(words):
+    """As `_cardinals`, each number's digits kept before its words: another rule analyzer 4
+    was chosen against."""
+    out = []
+    for w in words:
+        spelled = _cardinals([w])
+        out.extend([w] + spelled if spelled != [w] else [w])
+    return out
+
+
 ANALYZERS["char4 across words (numbers as words)"] = [(1.0, chain(numwords, across(4)))]
 ANALYZERS["char4 across words, cardinals only"] = [(1.0, chain(_cardinals, across(4)))]
 ANALYZERS["char4 across words, cardinals and digits"] = [
-    (1.0, chain(lambda ws: [t for w in ws for t in ([w] + _cardinals([w]) if
-                                                   _cardinals([w]) != [w] else [w])],
-                across(4)))]
+    (1.0, chain(_cardinals_and_digits, across(4)))]
 PRIMD_ANALYZER = "char4 across words, numbers spelled (analyzer 4)"
 
 
