@@ -15,7 +15,7 @@
 //! a recognizer that says either. On the dev set (Python screen, `tools/eval/
 //! lexical_variants.py` rules): the year reading alone fits Spoken-SQuAD's corpus best,
 //! but it is that corpus's habit, not a recognizer's; both readings gained over digits on
-//! typed questions and on recognizer finals alike (docs/benchmarks.md, "Session 27").
+//! typed questions and on recognizer finals alike (2026-12-06; docs/benchmarks.md, quality).
 //!
 //! The rules, for a word of the normaliser (letters, digits, inner apostrophes):
 //! - all digits: its readings ("0" to 999,999,999,999); a leading zero ("007") or more

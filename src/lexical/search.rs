@@ -35,7 +35,8 @@
 //!   passages are candidates is approximate: on the dev set (`tools/eval/two_phase.py`,
 //!   primd forced onto this path) it gave the exact query's hit@1 / hit@10 with n-grams
 //!   within words, and with n-grams across words the same hit@1 and 0.002 less typed
-//!   hit@10 ([`SELECT_SHARE`]). 3-4x faster at 100k-1M passages (docs/benchmarks.md, "Session 19").
+//!   hit@10 ([`SELECT_SHARE`]). 3-4x faster at 100k-1M passages
+//!   (2026-12-04, AMD EPYC, `cargo bench --bench lexical`; docs/benchmarks.md, lexical).
 //!
 //! A query term's weight is its count in the query plus `extra_weight` times its count in
 //! `extra` (Counter-style query term frequency, as the reference Python BM25).
@@ -660,7 +661,8 @@ impl LexicalSearcher {
         // A chunk of documents at a time, every term, into accumulators for that chunk
         // only, which stay in the L2 cache from one chunk to the next; one per document
         // (4 MiB for 1M passages) had each chunk's come from memory and go back (1M
-        // passages: ~10% faster; docs/benchmarks.md, "Session 21").
+        // passages: ~10% faster; 2026-12-04, AMD EPYC, `cargo bench --profile measure --bench
+        // lexical`; docs/benchmarks.md, lexical).
         let mut c0 = from;
         while (c0 as usize) < n {
             let c1 = c0.saturating_add(TAAT_CHUNK).min(n as u32);
@@ -710,8 +712,8 @@ fn norms_of<'a>(lex: &Lexical<'a>, spare: &'a mut Vec<f32>) -> &'a [f32] {
 /// Reads one length norm per cache line of `norms`, in order, so that the chunk's norms
 /// are in cache before its postings look them up in random order: a sequential sweep
 /// the hardware prefetcher streams, instead of a wait for memory at each line's first
-/// lookup (1M passages: the hand-over ~15% faster, 100k unchanged; docs/benchmarks.md,
-/// "Session 21").
+/// lookup (1M passages: the hand-over ~15% faster, 100k unchanged; 2026-12-04, AMD EPYC,
+/// `cargo bench --profile measure --bench lexical`; docs/benchmarks.md, lexical).
 fn warm(norms: &[f32]) {
     let line = 64 / std::mem::size_of::<f32>();
     let seen = norms.iter().step_by(line).fold(0, |x, n| x ^ n.to_bits());
@@ -808,7 +810,8 @@ impl TopScores {
     /// already kept, so one tied with the k-th best loses the tie: only a strictly
     /// higher sum can enter, and most are rejected sixteen at a time, by one vector
     /// compare with θ ([`TAKE_BLOCK`]: a two-phase query over 1M passages, which takes
-    /// a million sums, 15-25% faster; docs/benchmarks.md, "Session 20").
+    /// a million sums, 15-25% faster; 2026-12-04, AMD EPYC, `cargo bench --bench lexical`;
+    /// docs/benchmarks.md, lexical).
     ///
     /// The ones that pass are collected unordered, and each time 2k have gathered the
     /// best k are selected (`select_nth_unstable`, linear) and θ rises to the k-th: O(1)

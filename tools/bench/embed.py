@@ -173,7 +173,7 @@ def main():
     profile.add_argument("--measure", action="store_true",
                          help="build the bench and primd in the `measure` profile (Cargo.toml): "
                          "the shipped code's speed without fat LTO, what docs/benchmarks.md "
-                         "measures since session 21")
+                         "measures (since 2026-12-04)")
     args = ap.parse_args()
     cargo_profile = ["--profile", "bench"]
     primd_bin = os.path.join(TARGET, "release", "primd")

@@ -207,8 +207,8 @@ const BATCH_MAX: usize = 16;
 
 /// From this many passages on, a char n-gram query costs a good part of an embed or more
 /// (top-100 over synthetic passages, in two phases: 0.5 ms at 100k, 1.5 ms at 500k, 3.6
-/// ms at 1M, against about 2.3 ms for a 20-token int8 embed; docs/benchmarks.md,
-/// "Session 19").
+/// ms at 1M, against about 2.3 ms for a 20-token int8 embed; 2026-12-04, AMD EPYC,
+/// `cargo bench --bench lexical`; docs/benchmarks.md, lexical).
 const LARGE_CORPUS: usize = 500_000;
 
 /// What a user building a large char n-gram index should know before flashing it: the
