@@ -47,11 +47,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use primd::index::{IndexMeta, PassageRecord, WriteOptions, write_index_with};
+use primd::hits::Hits;
+use primd::index::{IndexMeta, PassageRecord, WriteOptions, passage_embed_text, write_index_with};
 use primd::lexical::{
     AnalyzerKind, AnalyzerSpec, Bm25, DEFAULT_ANALYZER, Decoded, Lexical, LexicalSearcher, build,
 };
-use primd::search::Hits;
 // Seeded: the same corpus on every machine and run.
 use primd::testing::Rng;
 
@@ -60,6 +60,14 @@ const ZIPF_S: f64 = 1.1;
 const QUERIES: usize = 256;
 const K: usize = 100;
 const SEED: u64 = 0x00b2_5eed;
+
+/// The texts the lexical section indexes for `passages`, as an index writes them.
+fn texts(passages: &[PassageRecord]) -> impl ExactSizeIterator<Item = String> + '_ {
+    passages
+        .iter()
+        .map(|p| passage_embed_text(&p.title, &p.text))
+}
+
 /// Part of the cache file names: change it when the section layout changes.
 const CACHE_TAG: &str = "bitpacked1";
 
@@ -177,7 +185,7 @@ fn section(n: usize, spec: &AnalyzerSpec, passages: &[PassageRecord]) -> Vec<u8>
         return bytes;
     }
     let started = Instant::now();
-    let bytes = build(passages, spec, Bm25::default()).unwrap();
+    let bytes = build(texts(passages), spec, Bm25::default()).unwrap();
     eprintln!(
         "lexical build, {n} passages, {spec}: {:.2} s, section {:.1} MiB",
         started.elapsed().as_secs_f64(),
@@ -387,9 +395,9 @@ fn build_cost(passages: &[PassageRecord]) {
 /// only on a trigger, and costs what `benches/embed.rs` says); random unit vectors stand
 /// in for passages and partials, which changes nothing in the cost of a scan.
 fn speculative_step(c: &mut Criterion, name: &str, passages: &[PassageRecord], queries: &[String]) {
+    use primd::dense::{Candidates, DEFAULT_CANDIDATES, Query};
     use primd::fusion::Fusion;
-    use primd::hybrid::{DEFAULT_LEXICAL_CANDIDATES, HybridSearcher, Ranked};
-    use primd::search::{Candidates, DEFAULT_CANDIDATES, Query};
+    use primd::retriever::{DEFAULT_LEXICAL_CANDIDATES, HybridSearcher, Ranked};
 
     let dim = primd::embed::DIM;
     let mut rng = Rng::new(11);
@@ -627,7 +635,7 @@ fn lexical(c: &mut Criterion) {
         bench_queries(c, &name, &lex, &queries, &answers, true);
     }
     if let Some((passages, queries)) = spoken_squad() {
-        let bytes = build(&passages, &DEFAULT_ANALYZER, Bm25::default()).unwrap();
+        let bytes = build(texts(&passages), &DEFAULT_ANALYZER, Bm25::default()).unwrap();
         let norms = Lexical::open(&bytes).unwrap().doc_norms();
         // Compressed postings, not decoded: the path of a corpus of more than 4,096
         // passages, here on the dev corpus (against `lexical_index` on the same corpus).

@@ -7,9 +7,10 @@ use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use primd::config::Layer1;
 pub use primd::flags::ModelArgs;
+use primd::flags::choices;
 use primd::fusion::FusionRule;
-use primd::hybrid::Retriever;
 use primd::input::DialectKind;
+use primd::retriever::Retriever;
 use primd::stream::trigger::TriggerKind;
 
 #[derive(Parser, Debug)]
@@ -103,14 +104,14 @@ pub struct SearchArgs {
     #[arg(long, short, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub k: u16,
     /// Candidates from the 1-bit scan that are reranked
-    #[arg(long, value_name = "C", default_value_t = primd::search::DEFAULT_CANDIDATES as u16,
+    #[arg(long, value_name = "C", default_value_t = primd::dense::DEFAULT_CANDIDATES as u16,
           value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub candidates: u16,
     /// Brute-force dense search over every passage (the reference for quality checks)
     #[arg(long)]
     pub exact: bool,
     /// Retriever (default: hybrid when the index has a lexical section, else dense)
-    #[arg(long, value_enum, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = choices::parser(choices::RETRIEVERS))]
     pub retriever: Option<Retriever>,
     #[command(flatten)]
     pub fusion: FusionFlags,
@@ -168,7 +169,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "MS", default_value_t = primd::daemon::STOP_GRACE.as_millis() as u64)]
     pub stop_grace_ms: u64,
     /// Retriever (default: hybrid when the index has a lexical section, else dense)
-    #[arg(long, value_enum, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = choices::parser(choices::RETRIEVERS))]
     pub retriever: Option<Retriever>,
     #[command(flatten)]
     pub layer1: Layer1Flags,
@@ -248,7 +249,8 @@ pub struct EvalArgs {
     pub config: Option<PathBuf>,
     /// Retrievers to measure, comma-separated: dense,lexical,hybrid (default: the one
     /// `primd run` would use on this index)
-    #[arg(long, value_enum, value_name = "LIST", value_delimiter = ',')]
+    #[arg(long, value_name = "LIST", value_delimiter = ',',
+          value_parser = choices::parser(choices::RETRIEVERS))]
     pub retriever: Option<Vec<Retriever>>,
     #[command(flatten)]
     pub layer1: Layer1Flags,
@@ -290,7 +292,7 @@ pub struct Layer1Flags {
     pub revision_weight: Option<f64>,
     /// What decides the embed + speculative search per partial: fixed (every
     /// --trigger-interval new words) or learned (--trigger-model)
-    #[arg(long, value_enum, value_name = "KIND")]
+    #[arg(long, value_name = "KIND", value_parser = choices::parser(choices::TRIGGERS))]
     pub trigger: Option<TriggerKind>,
     /// The learned trigger's model file (primd eval --train-trigger FILE); implies
     /// --trigger learned
@@ -308,7 +310,7 @@ pub struct FusionFlags {
     #[arg(long, value_name = "W")]
     pub lexical_weight: Option<f64>,
     /// Fusion rule: convex (weighted normalised scores) or rrf (reciprocal ranks)
-    #[arg(long, value_enum, value_name = "RULE")]
+    #[arg(long, value_name = "RULE", value_parser = choices::parser(choices::FUSION_RULES))]
     pub fusion: Option<FusionRule>,
     /// Candidates of each lexical search
     #[arg(long, value_name = "N")]

@@ -17,7 +17,7 @@
 //! in docs/benchmarks.md). Other corpora shift the calibration; the ranking (AUROC) is
 //! what travels best, so the threshold is a setting (`low_evidence_threshold`).
 
-use crate::hybrid::{Ranked, Retriever};
+use crate::ranking::{Ranked, Retriever};
 
 /// Logistic coefficients (from `tools/eval/calibrate.py`).
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use crate::embed::Precision;
 use crate::fusion::{Fusion, FusionRule};
-use crate::hybrid::Retriever;
+use crate::retriever::Retriever;
 use crate::stream::StreamConfig;
 use crate::stream::normalize::DEFAULT_FILLERS;
 use crate::stream::trigger::{self, TriggerError, TriggerKind};
@@ -44,7 +44,7 @@ impl RunConfig {
     pub fn resolve_retriever(
         &mut self,
         index: &crate::index::Index,
-    ) -> Result<Retriever, crate::hybrid::RetrieverError> {
+    ) -> Result<Retriever, crate::retriever::RetrieverError> {
         let r = Retriever::resolve(self.retriever, index)?;
         self.stream.retriever = r;
         Ok(r)

@@ -70,12 +70,12 @@ use crate::config::RunConfig;
 use crate::embed::{Embed, EmbedError};
 use crate::hub::table::Table;
 use crate::hub::{HubMsg, Inbox};
-use crate::hybrid::HybridSearcher;
 use crate::index::Index;
 use crate::index::live::LiveIndex;
 use crate::input::{Ctx, Dialect, DialectKind, Event, LineReader, MAX_LINE_BYTES};
 use crate::notify::{self, Notifier};
 use crate::output::{Outbound, SPECULATIVE_SHOWN, encode_message};
+use crate::retriever::HybridSearcher;
 use crate::scheduler::{
     Driver, Ending, Finished, Flow, LaneOp, Next, STT_LANE, Scheduler, Spot, Stopped,
 };

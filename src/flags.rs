@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+pub mod choices;
+
 use crate::config::{EMBEDDER_THREADS, Layer1};
 use crate::embed::Precision;
 
@@ -23,7 +25,8 @@ pub struct ModelArgs {
     #[arg(long)]
     pub int8: bool,
     /// The precision by name, as the `precision` config key spells it (= --fp32 / --int8)
-    #[arg(long, value_enum, value_name = "NAME", conflicts_with_all = ["fp32", "int8"])]
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["fp32", "int8"],
+          value_parser = choices::parser(choices::PRECISIONS))]
     pub precision: Option<Precision>,
     /// Threads tract may use inside one embed (default 1, or the `embedder_threads`
     /// config key)

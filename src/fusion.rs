@@ -29,19 +29,9 @@ pub const RRF_K: f32 = 60.0;
 /// Most candidates one fusion handles: a lexical top-[`MAX_K`] and a binary top-[`MAX_K`].
 pub const MAX_UNION: usize = 2 * MAX_K;
 
-/// How the two rankings are combined. Parsed once, by clap (`--fusion`) or by serde (the
-/// `fusion` config key).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    serde::Serialize,
-    serde::Deserialize,
-    clap::ValueEnum,
-)]
+/// How the two rankings are combined. Parsed once, from the command line (`--fusion`:
+/// `flags::choices`) or by serde (the `fusion` config key).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FusionRule {
     /// Convex combination of min-max-normalised scores (weight `lexical_weight`).
@@ -369,21 +359,5 @@ mod tests {
             assert!(out.iter().all(|c| !c.score.is_nan()), "{f:?}: {out:?}");
             assert_eq!(out[0].index, 2);
         }
-    }
-
-    #[test]
-    fn rule_names_round_trip() {
-        use clap::ValueEnum;
-        for r in FusionRule::value_variants() {
-            let name = r.to_possible_value().unwrap();
-            assert_eq!(
-                name.get_name(),
-                r.as_str(),
-                "clap's name is the displayed one"
-            );
-            let json: FusionRule = serde_json::from_str(&format!("{:?}", r.as_str())).unwrap();
-            assert_eq!(json, *r, "serde's name is the displayed one");
-        }
-        assert!(FusionRule::from_str("sum", false).is_err());
     }
 }

@@ -1,5 +1,5 @@
 //! Search results as every retriever returns them ([`Hit`], [`Hits`]) and the score keys
-//! their top-k structures sort by. A module of its own, apart from `search`, because the
+//! their top-k structures sort by. A module of its own, apart from `dense`, because the
 //! lexical searcher needs these and nothing else of the dense search (and `fuzz/`
 //! compiles the index and lexical readers without the embedder).
 

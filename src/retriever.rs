@@ -276,23 +276,3 @@ pub fn ranked_from(hits: &[Hit], dense: bool, out: &mut Ranked) {
 fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retriever_names_round_trip() {
-        use clap::ValueEnum;
-        assert_eq!(Retriever::value_variants(), Retriever::ALL);
-        for r in Retriever::ALL {
-            assert_eq!(Retriever::from_str(r.as_str(), false), Ok(r));
-            let json: Retriever = serde_json::from_str(&format!("{:?}", r.as_str())).unwrap();
-            assert_eq!(json, r);
-            assert_eq!(r.to_string(), r.as_str());
-        }
-        assert!(Retriever::from_str("bm25", false).is_err());
-        assert!(Retriever::Hybrid.uses_dense() && Retriever::Hybrid.uses_lexical());
-        assert!(!Retriever::Lexical.uses_dense() && !Retriever::Dense.uses_lexical());
-    }
-}

@@ -1,6 +1,8 @@
 //! Test support shared by the unit tests, the integration tests and the benches: one
-//! seeded random generator ([`Rng`]) and the CI check that the best kernels of the CPU
-//! were the ones tested. Not part of primd's API.
+//! seeded random generator ([`Rng`]), the CI check that the best kernels of the CPU
+//! were the ones tested, and a small index embedded by the fake embedder
+//! ([`hash_index`]). Not part of primd's API. (`primd bench` seeds its synthetic index
+//! with [`Rng`] too.)
 
 /// The one seeded test generator (it lives in the input crate, the lowest of the
 /// workspace, so that crate's tests use it too).

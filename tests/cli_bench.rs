@@ -151,10 +151,10 @@ fn json_follows_the_schema_and_names_the_librarys_kernels() {
 
     let step = &r["step"];
     assert_eq!(step["retriever"], "hybrid");
-    assert_eq!(step["candidates"], primd::search::DEFAULT_CANDIDATES);
+    assert_eq!(step["candidates"], primd::dense::DEFAULT_CANDIDATES);
     assert_eq!(
         step["lexical_candidates"],
-        primd::hybrid::DEFAULT_LEXICAL_CANDIDATES
+        primd::retriever::DEFAULT_LEXICAL_CANDIDATES
     );
     assert!(step["queries"].as_u64().unwrap() >= 1);
     assert!(positive(step, "p50_ms") <= positive(step, "p95_ms"));

@@ -20,10 +20,11 @@
 
 mod common;
 
+use primd::dense::{Query, Searcher};
 use primd::embed::{DIM, Embed, HashEmbedder};
+use primd::hits::Hits;
 use primd::index::{FORMAT_VERSION, Index, IndexMeta, PassageRecord, write_index};
 use primd::lexical::{AnalyzerSpec, Bm25, DEFAULT_ANALYZER, LexicalSearcher, WordRules};
-use primd::search::{Hits, Query, Searcher};
 
 const GOLDEN_V1: &str = "golden-v1.idx";
 const GOLDEN_V2: &str = "golden-v2.idx";

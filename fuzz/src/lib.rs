@@ -5,10 +5,21 @@
 //! index reader is not: it lives in the `primd` crate, which pulls in tract and
 //! tokenizers, whose instrumented build would cost more CPU than the fuzzing itself on a
 //! small shared machine. So this crate includes `src/index` (with its live, swappable
-//! handle and `src/notify.rs`, which that uses), `src/lexical`, `src/scan`, `src/simd.rs`
-//! and `src/hits.rs` by path (with the one function of `src/stream` the lexical analyzer
-//! uses), and `src/embed/onnx.rs`: the same files `cargo build` compiles. CI builds this
+//! handle and `src/notify.rs`, which that uses), `src/lexical`, `src/scan`, `src/simd.rs`,
+//! `src/hits.rs` and `src/words.rs` by path, and `src/embed/onnx.rs`: the same files
+//! `cargo build` compiles. Each of them imports only from modules below it (the layer
+//! order of `tools/layers.py`), so no stand-in module is needed. CI builds this
 //! crate (`.ci/run`), so a change there that breaks it fails CI.
+//!
+//! Why not a `crates/primd-index` crate (index, lexical, scan, hits, words) used as a
+//! plain dependency, as `primd-input` is: these files form a closed floor of their own
+//! now (`tools/layers.py` checks it), so the path includes compile exactly what such a
+//! crate would, with no stand-ins. A crate would add a public API boundary through
+//! two dozen `pub(crate)` items the dense and hybrid searchers use (the lexical view's
+//! norms and decoded postings, the score keys, the index's sections), and moving
+//! `src/index` while its format changes would cost more than it buys today. It is the
+//! next step if a second consumer of the reader appears (a Python binding, a tool that
+//! must not link tract).
 #![allow(dead_code, unused_imports)]
 
 #[path = "../../src/index/mod.rs"]
@@ -35,17 +46,7 @@ pub mod onnx;
 #[path = "../../src/notify.rs"]
 pub mod notify;
 
-#[path = "../../src/stream/normalize.rs"]
-#[doc(hidden)]
-pub mod stream_normalize;
-
-/// The lexical analyzer's word split (`stream::normalize::lower_words`), alone.
-pub mod stream {
-    pub use super::stream_normalize as normalize;
-}
-
-/// `search::{Hit, Hits}` as primd re-exports them (the real module needs the embedder).
-pub mod search {
-    pub use crate::hits::{Hit, Hits};
-    pub(crate) use crate::hits::{key_score, score_key};
-}
+/// The word rules the lexical analyzer cuts text by (a ground-floor module: it uses
+/// nothing else of primd).
+#[path = "../../src/words.rs"]
+pub mod words;

@@ -44,7 +44,10 @@ impl Budget {
     }
 
     /// Runs `f` (which returns its own duration in ms) until the budget is spent.
-    pub(super) fn samples(&self, mut f: impl FnMut() -> anyhow::Result<f64>) -> anyhow::Result<Vec<f64>> {
+    pub(super) fn samples(
+        &self,
+        mut f: impl FnMut() -> anyhow::Result<f64>,
+    ) -> anyhow::Result<Vec<f64>> {
         for _ in 0..self.warmup {
             f()?;
         }

@@ -35,8 +35,8 @@ use self::machine::{cpu_model, drop_cached_pages, features, vm_kib};
 use self::measure::{
     Budget, measure_scan, measure_step, ms, percentile, query_texts, text_of_tokens,
 };
-pub use self::report::{Report, SCHEMA, table};
 use self::report::{Cpu, EmbedRow, IndexInfo, Kernels, Memory, Model};
+pub use self::report::{Report, SCHEMA, table};
 use self::synthetic::SyntheticIndex;
 use crate::dense::Query;
 use crate::embed::{DIM, Embed, Embedder, EmbedderOptions, Embedding};
@@ -225,4 +225,3 @@ pub fn run(
     drop(synthetic);
     Ok(report)
 }
-

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::{TOKEN_LENGTHS, TOP_K};
 use crate::ranking::Retriever;
 
 /// Version of the JSON output; bumped when a field changes meaning or goes away (new

@@ -16,7 +16,11 @@ pub(super) struct SyntheticIndex {
 }
 
 impl SyntheticIndex {
-    pub(super) fn write(passages: usize, words: usize, fingerprint: &[u8; 32]) -> anyhow::Result<Self> {
+    pub(super) fn write(
+        passages: usize,
+        words: usize,
+        fingerprint: &[u8; 32],
+    ) -> anyhow::Result<Self> {
         const VOCAB: usize = 20_000;
         let path = std::env::temp_dir().join(format!("primd-bench-{}.idx", std::process::id()));
         // Seeded: two runs bench the same synthetic index.

@@ -6,8 +6,8 @@ use anyhow::Context;
 
 use primd::config;
 use primd::eval::{self, EvalOptions, data, report};
-use primd::hybrid::Retriever;
 use primd::index::Index;
+use primd::retriever::Retriever;
 
 use crate::cli::EvalArgs;
 

@@ -8,11 +8,14 @@ use std::io::{BufRead, BufWriter, Write};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+use primd::dense::Query;
 use primd::embed::{DIM, Embed};
-use primd::hybrid::{HybridSearcher, Ranked, Retriever, SearchParams, SearchTimings, ranked_from};
+use primd::hits::Hits;
 use primd::index::Index;
 use primd::output::ResultJson;
-use primd::search::{Hits, Query};
+use primd::retriever::{
+    HybridSearcher, Ranked, Retriever, SearchParams, SearchTimings, ranked_from,
+};
 use primd::{confidence, config};
 use serde::{Deserialize, Serialize};
 

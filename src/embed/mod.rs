@@ -1,7 +1,9 @@
 //! Text → unit vector, with all-MiniLM-L6-v2.
 //!
 //! Everything that knows about tokenizers, tract or ONNX lives in this module; the rest of
-//! the crate sees only [`Embed`], [`Embedding`] and [`EmbedError`]. That seam is what lets
+//! the crate sees only [`Embed`], [`Embedding`] and [`EmbedError`]. (Two places name
+//! tract's kernels without running a model: [`crate::kernel_report`] and `primd bench`
+//! report which instruction set tract picked, for logs and bug reports.) That seam is what lets
 //! the streaming state machine and the index be tested with [`HashEmbedder`], a
 //! deterministic fake that needs no model files.
 //!
@@ -56,9 +58,9 @@ pub type Embedding = [f32; DIM];
 /// a third of the memory, and retrieves the same (Spoken-SQuAD hit@10 0.843 both); see
 /// the README. An index remembers which model made it (its fingerprint), and the
 /// commands that read an index load that one unless told otherwise.
-/// Parsed once, by clap (`--fp32` / `--int8` set it, see `primd::flags::ModelArgs`) or by
-/// serde (the `precision` config key): `"fp32"` / `"int8"`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, clap::ValueEnum)]
+/// Parsed once, from the command line (`--fp32` / `--int8` / `--precision`, see
+/// `primd::flags::ModelArgs`) or by serde (the `precision` config key): `"fp32"` / `"int8"`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     Fp32,

@@ -5,7 +5,7 @@
 //! Two replays per retriever, both through the daemon's code rather than a
 //! re-implementation:
 //! - [`prefix`]: every word prefix of every typed question through
-//!   [`HybridSearcher::search`](crate::hybrid::HybridSearcher::search) (the search the
+//!   [`HybridSearcher::search`](crate::retriever::HybridSearcher::search) (the search the
 //!   daemon runs on a final), giving the stabilisation measures of the study in
 //!   `seeds/002` ([`metrics`]); the lexical retriever needs no embedding;
 //! - [`streams`]: recorded recognizer partials through
@@ -33,8 +33,8 @@ use serde::Serialize;
 
 use crate::config::RunConfig;
 use crate::embed::Embed;
-use crate::hybrid::Retriever;
 use crate::index::Index;
+use crate::retriever::Retriever;
 use data::{Qrels, QueryRecord, Relevance, StreamRecord};
 use progress::Progress;
 use streams::{StreamSummary, SweepPoint, UttResult};

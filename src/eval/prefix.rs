@@ -26,10 +26,10 @@ use super::metrics::{
 };
 use super::progress::{Progress, run_parallel};
 use crate::config::RunConfig;
+use crate::dense::Query;
 use crate::embed::{DIM, Embed};
-use crate::hybrid::{HybridSearcher, Ranked, Retriever, SearchParams};
 use crate::index::Index;
-use crate::search::Query;
+use crate::retriever::{HybridSearcher, Ranked, Retriever, SearchParams};
 use crate::stream::normalize::Normalizer;
 
 /// Results kept per prefix: enough for the largest k of [`KS`].

@@ -15,8 +15,8 @@ use super::progress::Progress;
 use super::streams::{self, replay_one};
 use crate::config::{self, Layer1, RunConfig};
 use crate::embed::{Embed, HashEmbedder};
-use crate::hybrid::HybridSearcher;
 use crate::index::Index;
+use crate::retriever::HybridSearcher;
 use crate::stream::normalize::Normalizer;
 use crate::stream::{FinalPath, StreamingRetriever};
 
@@ -97,7 +97,7 @@ fn prefix_replay_finds_t_sc_t_suf_and_h_known_by_construction() {
         &q,
         &queries,
         &c,
-        &[crate::hybrid::Retriever::Dense],
+        &[crate::retriever::Retriever::Dense],
         2,
         &Progress::hidden(),
         || Ok(HashEmbedder),

@@ -5,8 +5,8 @@
 
 use std::io::Write;
 
+use crate::hits::Hits;
 use crate::lexical::LexicalSearcher;
-use crate::search::Hits;
 
 use super::Index;
 

@@ -1,5 +1,6 @@
-//! The on-disk index, format v4 (v1 to v3 still read): written once by the offline
-//! `build-index` tool, memory-mapped read-only by the daemon.
+//! The on-disk index (the version it writes is `FORMAT_VERSION`, the oldest it reads
+//! `OLDEST_SUPPORTED`, both in `format.rs`): written once by the offline `build-index`
+//! tool, memory-mapped read-only by the daemon.
 //!
 //! Per passage the index holds a 1-bit sign code of its embedding (for the fast speculative
 //! scan while the user is still speaking), an int8 vector with one `f32` scale (to rerank the

@@ -603,7 +603,7 @@ mod tests {
         }
         if let Some(lex) = ix.lexical() {
             let mut s = crate::lexical::LexicalSearcher::new();
-            let mut hits = crate::search::Hits::new();
+            let mut hits = crate::hits::Hits::new();
             for q in ["voice agent board", "retrieval während 模型 arm", "title"] {
                 s.search(&lex, q, "pi", 0.5, 10, &mut hits);
                 acc += hits.iter().map(|h| h.index as usize).sum::<usize>();
@@ -1121,7 +1121,7 @@ mod tests {
         let ix = Index::open(&p).unwrap();
         let lex = ix.lexical().unwrap();
         assert_eq!((lex.doc_count(), lex.term_count()), (5, 0));
-        let mut hits = crate::search::Hits::new();
+        let mut hits = crate::hits::Hits::new();
         crate::lexical::LexicalSearcher::new().search(&lex, "anything", "", 0.0, 10, &mut hits);
         assert!(hits.is_empty());
     }

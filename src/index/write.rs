@@ -31,6 +31,7 @@ use super::format::{
     MIN_READER_VERSION, MIN_READER_WITH_LEXICAL, PassageRecord, SEC_BLOB, SEC_LEXICAL,
     encode_record, layout, quantize_i8, record_len, sign_code,
 };
+use super::passage_embed_text;
 use crate::lexical::{self, AnalyzerSpec, Bm25, DEFAULT_ANALYZER};
 
 /// What [`write_index_with`] writes besides the dense part.
@@ -137,8 +138,13 @@ pub fn write_index_with(
             .ok_or_else(|| invalid("passage text too large".to_string()))?;
     }
     let lexical = match &options.lexical {
-        Some((spec, bm25)) => lexical::build(passages, spec, *bm25)
-            .map_err(|e| invalid(format!("lexical section: {e}")))?,
+        Some((spec, bm25)) => {
+            let texts = passages
+                .iter()
+                .map(|p| passage_embed_text(&p.title, &p.text));
+            lexical::build(texts, spec, *bm25)
+        }
+        .map_err(|e| invalid(format!("lexical section: {e}")))?,
         None => Vec::new(),
     };
     let (sections, footer_at) = layout(count as u64, dim as u64, blob_len, lexical.len() as u64)

@@ -1,7 +1,7 @@
 //! The analyzer: text → terms, the same way for passages (at build time) and for partial
 //! transcripts (at query time).
 //!
-//! Words are exactly those of the streaming normaliser (`stream::normalize::lower_words`:
+//! Words are exactly those of the streaming normaliser (the word rules of [`crate::words`]:
 //! lower case, letters/digits/inner apostrophes, everything else a separator), reused rather
 //! than copied, so a partial and a passage can never be tokenised differently. No filler
 //! removal here: a passage's "um" is text, and a query's fillers are rare in passages, so
@@ -27,7 +27,7 @@
 
 use super::numbers::spell_words;
 use super::{AnalyzerKind, AnalyzerSpec};
-use crate::stream::normalize::{WordRules, lower_words};
+use crate::words::{WordRules, lower_words};
 
 /// Version of the analysis rules (word split + n-gram cutting) that new indexes are built
 /// with. Recorded in the lexical section; raise it when the rules change, and keep

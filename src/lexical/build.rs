@@ -15,39 +15,15 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use super::AnalyzerSpec;
 use super::analyze::{Analyzer, analyzer_version};
+use super::bitpack::{bit_width, get_varint, pack, put_varint};
+use super::bm25::{Bm25, Scorer, avgdl, idf};
 use super::format::{
-    BLOCK, BlockEntry, LEX_ALIGN, LEX_HEADER, LEX_MAGIC, LEX_VERSION, LexHeader, NGRAM_RANGE,
-    SUB_COUNT, SUB_DOCLENS, SUB_FST, SUB_POSTINGS, SUB_TERMS, Scorer, TERM_RECORD, TermRecord,
-    avgdl, bit_width, encode_spec, get_varint, idf, pack, put_varint,
+    BLOCK, BlockEntry, LEX_ALIGN, LEX_HEADER, LEX_MAGIC, LEX_VERSION, LexHeader, SUB_COUNT,
+    SUB_DOCLENS, SUB_FST, SUB_POSTINGS, SUB_TERMS, TERM_RECORD, TermRecord, check_params,
+    encode_spec,
 };
-use super::{AnalyzerKind, AnalyzerSpec, Bm25};
-use crate::index::{PassageRecord, passage_embed_text};
-
-/// Checks an analyzer spec and BM25 parameters before they are written into an index
-/// (n in 3..=5, k1 in 0..=100, b in 0..=1, all finite; numbers spelled out only with
-/// n-grams across words, as no analyzer version has the other).
-pub fn check_params(spec: &AnalyzerSpec, bm25: Bm25) -> Result<(), String> {
-    if spec.numbers && !spec.across_words {
-        return Err("numbers are spelled out only with n-grams across words".into());
-    }
-    if let AnalyzerKind::CharNgrams { n } = spec.kind
-        && !NGRAM_RANGE.contains(&n)
-    {
-        return Err(format!(
-            "char n-grams need n in {}..={}, not {n}",
-            NGRAM_RANGE.start(),
-            NGRAM_RANGE.end()
-        ));
-    }
-    if !(bm25.k1.is_finite() && (0.0..=100.0).contains(&bm25.k1)) {
-        return Err(format!("BM25 k1 must be in 0..=100, not {}", bm25.k1));
-    }
-    if !(bm25.b.is_finite() && (0.0..=1.0).contains(&bm25.b)) {
-        return Err(format!("BM25 b must be in 0..=1, not {}", bm25.b));
-    }
-    Ok(())
-}
 
 /// A term's postings while the passages are read: `(doc - next, tf)` varint pairs.
 #[derive(Default)]
@@ -58,30 +34,32 @@ struct TermAcc {
     df: u32,
 }
 
-/// Builds the lexical section's bytes for `passages` in index order (title + text).
-pub fn build(
-    passages: &[PassageRecord],
+/// Builds the lexical section's bytes for the documents' `texts` in index order (for an
+/// index, each passage's title and text as the embedder reads them:
+/// `index::passage_embed_text`). One text at a time is analysed, so an iterator that
+/// makes them on the fly keeps memory near the postings' size.
+pub fn build<T: AsRef<str>>(
+    texts: impl ExactSizeIterator<Item = T>,
     spec: &AnalyzerSpec,
     bm25: Bm25,
 ) -> Result<Vec<u8>, String> {
     check_params(spec, bm25)?;
-    if passages.is_empty() {
+    let count = texts.len();
+    if count == 0 {
         return Err("no passages to index".into());
     }
-    let n_docs = u32::try_from(passages.len())
-        .map_err(|_| format!("{} passages: at most 2^32 - 1", passages.len()))?;
+    let n_docs = u32::try_from(count).map_err(|_| format!("{count} passages: at most 2^32 - 1"))?;
 
     // ---- pass 1: analyse, count, append postings ----
     let mut dict: HashMap<Box<[u8]>, u32, BuildHasherDefault<FxHasher>> = HashMap::default();
     let mut terms: Vec<TermAcc> = Vec::new();
-    let mut doclens: Vec<u32> = Vec::with_capacity(passages.len());
+    let mut doclens: Vec<u32> = Vec::with_capacity(count);
     let mut doc_terms: Vec<u32> = Vec::new();
     let mut analyzer = Analyzer::new();
     let mut total_len: u64 = 0;
-    for (doc, p) in (0u32..).zip(passages) {
+    for (doc, text) in (0u32..).zip(texts) {
         doc_terms.clear();
-        let text = passage_embed_text(&p.title, &p.text);
-        analyzer.analyze(spec, &text, |t| {
+        analyzer.analyze(spec, text.as_ref(), |t| {
             let tid = match dict.get(t) {
                 Some(&tid) => tid,
                 None => {

@@ -1,4 +1,5 @@
-//! Lexical retrieval: BM25 over an inverted index stored in the index file (format v2).
+//! Lexical retrieval: BM25 over an inverted index stored in the index file (its lexical
+//! section, `index/FORMAT.md`).
 //!
 //! Why it exists: names and rare words decide spoken questions, and the recognizer
 //! misspells exactly those. Mean-pooled embeddings dilute one rare word among many common
@@ -6,54 +7,55 @@
 //! misspelling's n-grams. Dense and lexical scores are fused elsewhere (`fusion`); this
 //! module only answers "which passages share the query's terms, weighted by BM25".
 //!
-//! Layout of the module, in the order data flows:
-//! - [`analyze`]: text → terms (the streaming normaliser's words, then char n-grams);
-//! - `build`: passages → the section's bytes (term dictionary, postings, lengths);
-//! - `format`: the byte layout both sides agree on, and the BM25 arithmetic;
-//! - `kernels`: the SIMD inner loops of a query (block decoding, scoring), each with its scalar twin;
-//! - `read`: [`Lexical`], the validated view over the mapped section, and posting cursors;
-//! - `decoded`: a small corpus's postings decoded once with their contributions (RAM for time);
+//! Layout of the module, from the floor up (each file uses only those above it in this
+//! list; `tools/layers.py` checks it):
+//! - `bm25`: the parameters, idf and the per-posting arithmetic ([`Bm25`]), shared by
+//!   writer, kernels and searchers;
+//! - `kernels`: the SIMD inner loops of a query (block decoding, scoring), each with its
+//!   scalar twin;
+//! - `format` and `bitpack`: the byte layout both sides agree on, and how a block's values
+//!   are packed;
+//! - [`analyze`] and `numbers`: text → terms (the word rules of [`crate::words`], numbers
+//!   spelled out, then char n-grams);
+//! - `decoded`: a small corpus's postings decoded once with their contributions (the data;
+//!   RAM for time);
+//! - `read`: [`Lexical`], the validated view over the mapped section (term dictionary and
+//!   each term's raw blocks);
+//! - `postings`: the cursor that decodes a term's blocks;
 //! - `cache`: a searcher's memory of recent term-dictionary lookups;
-//! - `search`: [`LexicalSearcher`], MaxScore top-k, and the exhaustive reference.
+//! - `search`: [`LexicalSearcher`]: query preparation, term at a time, MaxScore, two
+//!   phases, the top-k, and the decoding of a small corpus for term at a time;
+//! - `build`: documents → the section's bytes (term dictionary, postings, lengths).
 //!
 //! The analyzer and the BM25 parameters are recorded in the section: a query is always
 //! analysed the way the corpus was, and changing the default ([`DEFAULT_ANALYZER`]) is a
 //! one-line change that affects only indexes built afterwards.
 
 pub mod analyze;
+mod bitpack;
+mod bm25;
 mod build;
 mod cache;
 mod decoded;
 mod format;
 mod kernels;
 mod numbers;
+mod postings;
 mod read;
 mod search;
 
 use std::fmt;
 use std::str::FromStr;
 
-pub use crate::stream::normalize::WordRules;
+pub use crate::words::WordRules;
 pub use analyze::{ANALYZER_VERSION, Analyzer};
-pub use build::{build, check_params};
+pub use bm25::{Bm25, idf};
+pub use build::build;
 pub use decoded::Decoded;
-pub use format::{BLOCK, NGRAM_RANGE, idf};
+pub use format::{BLOCK, NGRAM_RANGE, check_params};
 pub use kernels::kernel_name;
 pub use read::Lexical;
 pub use search::{LexicalSearcher, SearchStats};
-
-/// BM25 parameters, recorded in the index.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Bm25 {
-    pub k1: f32,
-    pub b: f32,
-}
-
-impl Default for Bm25 {
-    fn default() -> Self {
-        Bm25 { k1: 1.2, b: 0.75 }
-    }
-}
 
 /// How text becomes terms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

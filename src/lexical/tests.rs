@@ -6,9 +6,9 @@ use std::collections::HashMap;
 
 use super::format::{LEX_HEADER, OFF_DOC_COUNT, OFF_SUBS, SUB_FST, SUB_POSTINGS, SUB_TERMS};
 use super::*;
-use crate::index::PassageRecord;
+use crate::hits::Hits;
 use crate::index::test_support::XorShift;
-use crate::search::Hits;
+use crate::index::{PassageRecord, passage_embed_text};
 
 const WORDS: AnalyzerSpec = AnalyzerSpec::new(AnalyzerKind::Words);
 
@@ -32,6 +32,13 @@ fn passages(docs: &[(&str, &str)]) -> Vec<PassageRecord> {
         .enumerate()
         .map(|(i, (t, x))| passage(i, t, x))
         .collect()
+}
+
+/// The section of `ps` as an index writes it (each passage's title and text as the
+/// embedder reads them).
+fn build(ps: &[PassageRecord], spec: &AnalyzerSpec, bm25: Bm25) -> Result<Vec<u8>, String> {
+    let texts = ps.iter().map(|p| passage_embed_text(&p.title, &p.text));
+    super::build(texts, spec, bm25)
 }
 
 fn search(bytes: &[u8], query: &str, extra: &str, w: f32, k: usize) -> Vec<(u32, f32)> {

@@ -5,8 +5,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::*;
-use crate::hybrid::Ranked;
 use crate::input::to_text;
+use crate::retriever::Ranked;
 use crate::stream::{Counts, FinalPath, FinalTimings};
 
 /// The simulated clock, in seconds, shared by the driver and the work.

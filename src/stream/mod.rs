@@ -53,11 +53,12 @@ pub mod trigger;
 use std::time::Instant;
 
 use crate::confidence;
+use crate::dense::{Candidates, DEFAULT_CANDIDATES, Query};
 use crate::embed::{DIM, Embed, EmbedError, Embedding, cosine};
 use crate::fusion::Fusion;
-use crate::hybrid::{DEFAULT_LEXICAL_CANDIDATES, Retriever};
-use crate::hybrid::{HybridSearcher, Ranked, ranked_from};
-use crate::search::{Candidates, DEFAULT_CANDIDATES, Hits, Query};
+use crate::hits::Hits;
+use crate::retriever::{DEFAULT_LEXICAL_CANDIDATES, Retriever};
+use crate::retriever::{HybridSearcher, Ranked, ranked_from};
 use normalize::{Normalizer, common_prefix_words, word_count};
 use revisions::Revisions;
 use trigger::{Trigger, TriggerState};

@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::embed::HashEmbedder;
-use crate::hybrid::HybridSearcher;
 use crate::index::Index;
+use crate::retriever::HybridSearcher;
 
 const CORPUS: &[(&str, &str)] = &[
     ("timer", "set a timer for ten minutes in the kitchen"),
@@ -395,8 +395,8 @@ fn a_recognizers_plain_spelling_finds_the_accented_passage() {
     // Every n-gram of the folded query is in the passage: its BM25 is that of the
     // passage's own (accented, curly) spelling.
     let mut lex = crate::lexical::LexicalSearcher::new();
-    let mut plain = crate::search::Hits::new();
-    let mut accented = crate::search::Hits::new();
+    let mut plain = crate::hits::Hits::new();
+    let mut accented = crate::hits::Hits::new();
     let section = index.lexical().unwrap();
     lex.search(&section, "frederic chopin's", "", 0.0, 3, &mut plain);
     lex.search(&section, "Frédéric Chopin’s", "", 0.0, 3, &mut accented);

@@ -30,22 +30,13 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::hits::Hit;
-use crate::hybrid::{HybridSearcher, Retriever};
 use crate::index::Index;
+use crate::retriever::{HybridSearcher, Retriever};
 use crate::stream::normalize::{common_prefix_words, word_count};
 
-/// Which rule decides the dense work per partial (`trigger` in `[layer1]`, `--trigger`).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    serde::Serialize,
-    serde::Deserialize,
-    clap::ValueEnum,
-)]
+/// Which rule decides the dense work per partial (`trigger` in `[layer1]`, `--trigger`:
+/// `flags::choices`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TriggerKind {
     /// Every `trigger_interval` new words (and idle embedding of the newest partial).

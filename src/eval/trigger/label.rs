@@ -2,19 +2,14 @@
 //! NEW_QUERY or NO_QUERY, by comparing the top-10 of querying now with that of keeping
 //! the previous useful query; plus the negative samples with a stale previous query.
 
-use super::{CHANGED, Row, SEED};
-use crate::config::RunConfig;
+use super::{CHANGED, Row};
 use crate::dense::{Candidates, Query};
-use crate::embed::{Embed, EmbedError, Embedding, Fingerprint, cosine};
+use crate::embed::{Embed, EmbedError, Embedding, cosine};
 use crate::hits::Hits;
 use crate::index::Index;
-use crate::retriever::{HybridSearcher, Ranked, Retriever};
-use crate::stream::normalize::Normalizer;
-use crate::stream::trigger::{
-    FEATURES, FIRST_LEXICAL, Features, N_FEATURES, TrainingInfo, Trigger, TriggerModel,
-    TriggerState,
-};
-use crate::stream::{FinalPath, StreamConfig, StreamingRetriever};
+use crate::retriever::{HybridSearcher, Ranked};
+use crate::stream::StreamConfig;
+use crate::stream::trigger::TriggerState;
 
 /// Whether querying now (`now`) beats keeping the previous query (`keep`): see the
 /// module docs. `rel` says whether a passage is relevant.

@@ -176,6 +176,10 @@ pub struct TrainReport {
 mod tests {
     use super::*;
     use crate::embed::HashEmbedder;
+    use crate::index::Index;
+    use crate::ranking::Retriever;
+    use crate::stream::StreamConfig;
+    use crate::stream::trigger::N_FEATURES;
 
     const CORPUS: &[(&str, &str)] = &[
         ("a", "zulu alpha beta omega"),

@@ -6,20 +6,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::TypedPoint;
-use crate::eval::data::{Qrels, QueryRecord, Relevance, StreamRecord};
+use crate::config::RunConfig;
+use crate::embed::{Embed, EmbedError, Embedding, Fingerprint};
+use crate::eval::data::{Qrels, Relevance, StreamRecord};
 use crate::eval::progress::{Progress, run_parallel};
 use crate::eval::streams;
-use crate::config::RunConfig;
-use crate::dense::{Candidates, Query};
-use crate::embed::{Embed, EmbedError, Embedding, Fingerprint, cosine};
-use crate::hits::Hits;
 use crate::index::Index;
-use crate::retriever::{HybridSearcher, Ranked, Retriever};
+use crate::retriever::HybridSearcher;
 use crate::stream::normalize::Normalizer;
-use crate::stream::trigger::{
-    FEATURES, FIRST_LEXICAL, Features, N_FEATURES, TrainingInfo, Trigger, TriggerModel,
-    TriggerState,
-};
 use crate::stream::{FinalPath, StreamConfig, StreamingRetriever};
 
 /// One typed question through one policy: embeds, speculative searches, hit@1, hit@10,

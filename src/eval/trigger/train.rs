@@ -1,30 +1,27 @@
 //! Training end to end: label the typed questions, fit the model, choose the thresholds
 //! by replay, and report; and which retriever a trained trigger suits.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::fit::fit;
-use super::label::{Labelled, Labeller};
-use super::replay::{Cached, Grid, replay_streams, replay_typed_all};
+use super::label::Labeller;
+use super::replay::{Grid, replay_streams, replay_typed_all};
 use super::{
-    CHANGED, ClassBalance, FINAL_THRESHOLDS, HIT10_TOLERANCE, MAX_FINALS_EMBEDDED, Row, SEED,
-    THRESHOLDS, TrainReport, TypedPoint,
+    ClassBalance, FINAL_THRESHOLDS, HIT10_TOLERANCE, MAX_FINALS_EMBEDDED, SEED, THRESHOLDS,
+    TrainReport, TypedPoint,
 };
+use crate::config::RunConfig;
+use crate::embed::Embed;
 use crate::eval::data::{Qrels, QueryRecord, Relevance, StreamRecord};
 use crate::eval::progress::{Progress, run_parallel};
-use crate::config::RunConfig;
-use crate::dense::{Candidates, Query};
-use crate::embed::{Embed, EmbedError, Embedding, Fingerprint, cosine};
-use crate::hits::Hits;
+use crate::eval::streams;
 use crate::index::Index;
-use crate::retriever::{HybridSearcher, Ranked, Retriever};
+use crate::retriever::Retriever;
+use crate::stream::StreamConfig;
 use crate::stream::normalize::Normalizer;
 use crate::stream::trigger::{
-    FEATURES, FIRST_LEXICAL, Features, N_FEATURES, TrainingInfo, Trigger, TriggerModel,
-    TriggerState,
+    FEATURES, FIRST_LEXICAL, N_FEATURES, TrainingInfo, Trigger, TriggerModel,
 };
-use crate::stream::{FinalPath, StreamConfig, StreamingRetriever};
 
 /// Labels, fits and calibrates a trigger for `cfg.stream.retriever` on `index` from
 /// `queries` (those whose id is in `exclude` are left out).

@@ -3,8 +3,8 @@
 //!
 //! Why a module of its own: these loops are ~85% of a query on a kiosk-sized corpus
 //! (perf on Spoken-SQuAD, 2026-12-02, AMD EPYC: scoring 47%, decoding 37%), and a query runs on
-//! every partial. The block layout (`format`: LSB-first bit stream, value `i` at bits
-//! `i·W..(i+1)·W`) and the BM25 arithmetic (`format::Scorer`) are unchanged; what changes
+//! every partial. The block layout (`bitpack`: LSB-first bit stream, value `i` at bits
+//! `i·W..(i+1)·W`) and the BM25 arithmetic (`bm25::Scorer`) are unchanged; what changes
 //! is how many values one instruction sequence handles: one (scalar), four (NEON) or
 //! eight (AVX2).
 //!
@@ -23,7 +23,7 @@ mod x86_64;
 
 use std::sync::OnceLock;
 
-use super::format::Scorer;
+use super::bm25::Scorer;
 
 /// Values per group: eight values of `W` bits are exactly `W` bytes.
 const LANES: usize = 8;

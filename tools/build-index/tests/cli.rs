@@ -167,8 +167,8 @@ fn int8_by_default_and_fp32_on_request_recorded_in_the_index() {
 
 #[test]
 fn lexical_section_by_default_analyzer_on_request_or_none() {
+    use primd::hits::Hits;
     use primd::lexical::{DEFAULT_ANALYZER, LexicalSearcher};
-    use primd::search::Hits;
     let dir = tempfile::tempdir().unwrap();
     let corpus = dir.path().join("corpus.jsonl");
     std::fs::write(
