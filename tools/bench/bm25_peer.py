@@ -53,11 +53,10 @@ from types import SimpleNamespace  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-# primd's lower_words (src/stream/normalize.rs) as one regex: a word
+# primd's lower_words (src/words.rs) as one regex, version 1 (no folding; the
+# published peer figures were measured with it): a word
 # starts with a letter or digit and goes on through letters, digits and apostrophes.
 WORD = re.compile(r"[^\W_](?:[^\W_]|')*")
-RUST_WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-SPANS = re.compile(f"[^{RUST_WHITESPACE}]+")
 
 
 def words(text):
@@ -84,12 +83,8 @@ TOKENIZERS = {"words": lambda t: spell(words(t)), "char4": lambda t: char4(spell
 def passages(path, chunk_words, overlap):
     """(doc id, indexed text) per passage, cut like build-index (corpus.rs) if asked."""
     for d in dataset.records(path):
-        title, text = d.get("title") or "", d["text"]
-        spans = [m.span() for m in SPANS.finditer(text)]
-        n = len(spans)
-        for s, e in dataset.windows(n, chunk_words, overlap):
-            body = text[spans[s][0]:spans[e - 1][1]] if n else ""
-            yield str(d["id"]), f"{title}\n{body}" if title else body
+        for doc_id, _, title, body in dataset.chunk([d], chunk_words, overlap):
+            yield doc_id, dataset.passage_text(title, body)
 
 
 class TokenIds:

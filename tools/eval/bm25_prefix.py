@@ -40,12 +40,8 @@ from qrels import load_qrels  # noqa: E402
 from spell_numbers import spell  # noqa: E402
 
 KS = [1, 3, 5, 10]
-WORD = re.compile(r"[^\W_]+(?:'[^\W_]*)*")
-
-
-def words(text):
-    """primd's normalisation (src/stream/normalize.rs, word rules version 2), fillers aside."""
-    return WORD.findall(dataset.fold(text).lower())
+# primd's normalisation (src/words.rs, word rules version 2), fillers aside.
+words = dataset.lower_words
 
 
 def qtype(text):

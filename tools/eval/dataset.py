@@ -8,6 +8,7 @@ command runs on this project's dev set or on any other corpus laid out alike.
 
 import json
 import os
+import re
 import unicodedata
 
 FILES = {
@@ -69,7 +70,41 @@ def windows(n, chunk_words, overlap):
         start += chunk_words - overlap
 
 
-# Letters without a canonical decomposition, and their usual spellings (src/stream/normalize.rs).
+# Rust's char::is_whitespace (Unicode White_Space); Python's str.isspace also counts
+# U+001C..U+001F, which Rust does not.
+RUST_WHITESPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+_SPANS = re.compile(f"[^{RUST_WHITESPACE}]+")
+
+
+def word_spans(text):
+    """Character ranges of whitespace-separated words (corpus.rs word_spans)."""
+    return [m.span() for m in _SPANS.finditer(text)]
+
+
+def chunk(docs, chunk_words=180, overlap=20):
+    """Passages as build-index cuts them (tools/build-index/src/corpus.rs): (doc id, chunk
+    no, title, text) for each window of each document; `chunk_words` 0 keeps documents
+    whole. The one chunker of the evaluation and benchmark scripts."""
+    out = []
+    for d in docs:
+        text = d["text"]
+        spans = word_spans(text)
+        n = len(spans)
+        for k, (s, e) in enumerate(windows(n, chunk_words, overlap)):
+            body = "" if n == 0 else text[spans[s][0]:spans[e - 1][1]]
+            out.append((str(d["id"]), k, d.get("title") or "", body))
+    return out
+
+
+def passage_text(title, text):
+    """What is indexed for a passage (src/index/mod.rs passage_embed_text)."""
+    return f"{title}\n{text}" if title else text
+
+
+# Letters without a canonical decomposition, and their usual spellings (src/words.rs).
 _FOLD_SPECIAL = {"ß": "ss", "ẞ": "ss", "æ": "ae", "Æ": "ae", "œ": "oe", "Œ": "oe", "þ": "th",
                  "Þ": "th", "ø": "o", "Ø": "o", "ł": "l", "Ł": "l", "đ": "d", "Đ": "d",
                  "ð": "d", "Ð": "d", "ı": "i"}
@@ -81,7 +116,7 @@ def _latin(c):
 
 
 def fold(text):
-    """primd's word rules version 2 before the word split (src/stream/normalize.rs): Latin
+    """primd's word rules version 2 before the word split (src/words.rs): Latin
     letters with diacritics folded to their base letters, a combining mark after a Latin
     letter dropped, typographic apostrophes read as "'". Other scripts are left alone."""
     out = []
@@ -99,3 +134,22 @@ def fold(text):
         else:
             out.append(c)
     return "".join(out)
+
+
+def lower_words(text):
+    """primd's word split (src/words.rs lower_words, version 2): lower-cased words of
+    alphanumerics and apostrophes inside a word, after `fold`; everything else splits.
+    The one normaliser of the evaluation scripts."""
+    words, cur, in_word = [], [], False
+    for c in fold(text):
+        if c.isalnum() or (c == "'" and in_word):
+            in_word = True
+            cur.append(c.lower())
+        else:
+            if cur:
+                words.append("".join(cur))
+                cur = []
+            in_word = False
+    if cur:
+        words.append("".join(cur))
+    return words

@@ -13,7 +13,7 @@ A measurement script for issue #14 (items 2 and 3), on the dev data only:
 - a query is a hit at rank r when the r-th passage is a chunk of a relevant document
   (as `tools/eval/search_quality.py` counts); passages with score 0 are not results.
 
-Text normalisation is primd's `lower_words` (src/stream/normalize.rs): lower case,
+Text normalisation is primd's `lower_words` (src/words.rs): lower case,
 letters and digits kept, an apostrophe kept inside a word, everything else separates
 words. BM25 is Lucene's: idf = ln(1 + (N - df + 0.5) / (df + 0.5)), term weight
 idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)), dl counted in terms of the
@@ -86,73 +86,15 @@ STOP_WORDS = frozenset(
 # Corpus and chunking (tools/build-index/src/corpus.rs)
 # ---------------------------------------------------------------------------------------
 
-# Rust's char::is_whitespace (Unicode White_Space); Python's str.isspace also counts
-# U+001C..U+001F, which Rust does not.
-RUST_WHITESPACE = frozenset(
-    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
-    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
-)
+# The chunker and the word split are the evaluation scripts' one copy (dataset.py); the
+# names stay importable from here (two_phase.py).
+chunk = dataset.chunk
+passage_text = dataset.passage_text
+lower_words = dataset.lower_words
 
 
 def read_jsonl(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def word_spans(text):
-    """Character ranges of whitespace-separated words (corpus.rs word_spans)."""
-    spans, start = [], None
-    for i, c in enumerate(text):
-        if c in RUST_WHITESPACE:
-            if start is not None:
-                spans.append((start, i))
-                start = None
-        elif start is None:
-            start = i
-    if start is not None:
-        spans.append((start, len(text)))
-    return spans
-
-
-def chunk(docs, chunk_words=180, overlap=20):
-    """Passages as build-index cuts them: (doc id, chunk no, title, text)."""
-    out = []
-    for d in docs:
-        text = d["text"]
-        spans = word_spans(text)
-        n = len(spans)
-        for k, (s, e) in enumerate(dataset.windows(n, chunk_words, overlap)):
-            body = "" if n == 0 else text[spans[s][0]:spans[e - 1][1]]
-            out.append((str(d["id"]), k, d.get("title") or "", body))
-    return out
-
-
-def passage_text(title, text):
-    """What is indexed for a passage (src/index/mod.rs passage_embed_text)."""
-    return f"{title}\n{text}" if title else text
-
-
-# ---------------------------------------------------------------------------------------
-# Normalisation (src/stream/normalize.rs lower_words)
-# ---------------------------------------------------------------------------------------
-
-
-def lower_words(text):
-    """Lower-cased words: alphanumerics, and apostrophes inside a word; the rest splits
-    (after primd's version-2 folding: Latin diacritics, typographic apostrophes)."""
-    words, cur, in_word = [], [], False
-    for c in dataset.fold(text):
-        if c.isalnum() or (c == "'" and in_word):
-            in_word = True
-            cur.append(c.lower())
-        else:
-            if cur:
-                words.append("".join(cur))
-                cur = []
-            in_word = False
-    if cur:
-        words.append("".join(cur))
-    return words
+    return list(dataset.records(path))
 
 
 # ---------------------------------------------------------------------------------------
