@@ -13,6 +13,7 @@
 //! The command line lives in `main.rs` and `cmd/`; everything else is this library, so
 //! `tools/build-index` and the tests run the same code as the daemon.
 
+pub mod announce;
 pub mod confidence;
 pub mod config;
 pub mod daemon;
