@@ -8,7 +8,6 @@ use std::io::{BufRead, BufReader, Read};
 use std::os::fd::AsRawFd;
 use std::process::{Child, Stdio};
 use std::sync::mpsc::{Receiver, channel};
-use std::time::Duration;
 
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::pty::{grantpt, posix_openpt, ptsname_r, unlockpt};

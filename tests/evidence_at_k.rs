@@ -9,39 +9,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
-use std::process::{Output, Stdio};
+use std::io::{BufRead, BufReader};
 
 const ANSWERED: &str = "Can I bring my dog inside the museum?";
 const ANSWERED_ID: &str = "dogs-and-assistance-animals";
 const OFF_TOPIC: &str = "What is the capital of France?";
-
-fn demo() -> PathBuf {
-    common::data("demo-x86.idx")
-}
-
-fn primd(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = common::command(env!("CARGO_BIN_EXE_primd"))
-        .args(args)
-        .arg("--model")
-        .arg(common::model_dir())
-        .arg("--index")
-        .arg(demo())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
     String::from_utf8_lossy(out)
@@ -84,7 +56,7 @@ fn search_with_k_1_keeps_the_evidence_of_the_full_ranking() {
     );
     let mut base = [0.0; 2];
     for k in [10, 3, 2, 1] {
-        let out = primd(&["search", "--k", &k.to_string()], input.as_bytes());
+        let out = common::on_demo(&["search", "--k", &k.to_string()], input.as_bytes());
         let got = json_lines(&out.stdout);
         assert_eq!(got.len(), 2);
         if k == 10 {
@@ -103,7 +75,7 @@ const STREAM: &str = r#"{"partial": "can I bring my dog", "t": 0.3}
 fn run_finals(extra: &[&str]) -> Vec<serde_json::Value> {
     let mut args = vec!["run"];
     args.extend_from_slice(extra);
-    let out = primd(&args, STREAM.as_bytes());
+    let out = common::on_demo(&args, STREAM.as_bytes());
     json_lines(&out.stdout)
         .into_iter()
         .filter(|v| v["type"] == "final")
@@ -133,7 +105,11 @@ fn socket_finals(extra: &[&str]) -> Vec<serde_json::Value> {
     let listen = format!("unix:{}", sock.display());
     let mut args = vec!["--listen", listen.as_str(), "--input", "none"];
     args.extend_from_slice(extra);
-    let mut child = common::spawn_run(env!("CARGO_BIN_EXE_primd"), &demo(), &args);
+    let mut child = common::spawn_run(
+        env!("CARGO_BIN_EXE_primd"),
+        &common::data("demo-x86.idx"),
+        &args,
+    );
     let stderr = BufReader::new(child.stderr.take().unwrap());
     let mut lines = stderr.lines();
     for line in lines.by_ref() {

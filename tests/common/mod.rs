@@ -176,3 +176,29 @@ impl Conn {
         serde_json::from_str(&line).unwrap()
     }
 }
+
+/// `primd ARGS --model M --index tests/data/demo-x86.idx` (the committed museum demo
+/// index) with `stdin` written to it; asserts it succeeded.
+pub fn on_demo(args: &[&str], stdin: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = command(env!("CARGO_BIN_EXE_primd"))
+        .args(args)
+        .arg("--model")
+        .arg(model_dir())
+        .arg("--index")
+        .arg(data("demo-x86.idx"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
