@@ -271,3 +271,22 @@ fn an_idle_daemon_stops_at_sigterm_without_waiting_out_the_stop_grace() {
         drop(stdin);
     }
 }
+
+/// `--input none` works with `--wyoming` as with `--listen`, and the help says so.
+#[test]
+fn the_input_help_names_none_for_wyoming_too() {
+    let out = common::command(env!("CARGO_BIN_EXE_primd"))
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let input = help
+        .split("--input <SOURCE>")
+        .nth(1)
+        .and_then(|h| h.split("\n\n").next())
+        .unwrap_or("");
+    assert!(
+        input.contains("--listen or --wyoming also `none`"),
+        "{input}"
+    );
+}
