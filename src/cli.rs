@@ -134,8 +134,9 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
     /// Where partial transcripts come from: - (stdin), a file, or a serial line
     /// serial:/dev/ttyUSB0[@115200] (reopened with backoff when it goes away); with
-    /// --listen also `none` (the socket's sessions only). With --listen the pipe is the
-    /// session "stt" and its end does not stop the daemon
+    /// --listen or --wyoming also `none` (their sessions only). With --listen or
+    /// --wyoming the pipe is the session "stt", its end does not stop the daemon, and
+    /// a terminal on stdin is not read
     #[arg(long, value_name = "SOURCE", default_value = "-")]
     pub input: String,
     /// Serve the socket API (docs/protocol.md) on unix:PATH or tcp:HOST:PORT

@@ -49,6 +49,17 @@ const HYBRID: Platt = Platt {
     cosine: 6.5107,
 };
 
+/// How many results the confidence reads (best first): however few the caller asks
+/// for, a search ranks at least this many, computes the confidence, then returns the `k`
+/// asked for. With one result there would be no gap to measure, and every top-1 would
+/// look like a clear winner.
+pub const DEPTH: usize = 3;
+
+/// The number of results to rank for a caller who asked for `k`.
+pub fn depth(k: usize) -> usize {
+    k.max(DEPTH)
+}
+
 /// Below this confidence a result is flagged `evidence: "low"` by default: the top-1 is
 /// then more likely wrong than right.
 pub const DEFAULT_LOW_EVIDENCE_THRESHOLD: f32 = 0.5;

@@ -28,6 +28,7 @@
 //! 9. [`eval`], [`bench`], [`testing`];
 //! 10. the binary (`main.rs`, `cli.rs`, `cmd/`).
 
+pub mod announce;
 pub mod bench;
 pub mod confidence;
 pub mod config;

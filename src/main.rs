@@ -7,7 +7,10 @@ mod cli;
 mod cmd;
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    env_logger::Builder::from_env(
+        env_logger::Env::default().default_filter_or(primd::announce::DEFAULT_FILTER),
+    )
+    .init();
     let args = <cli::Cli as clap::Parser>::parse();
     match cmd::run(args) {
         Ok(()) => ExitCode::SUCCESS,

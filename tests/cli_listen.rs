@@ -2,14 +2,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::time::Duration;
 
-/// Long enough for any machine; only reached when the behaviour under test is broken.
-const BOUND: Duration = Duration::from_secs(120);
+use common::BOUND;
 
 fn spawn(index: &Path, extra: &[&str]) -> Child {
     let mut child = common::spawn_run(env!("CARGO_BIN_EXE_primd"), index, extra);
@@ -39,26 +36,6 @@ fn wait_listening(child: &mut Child) -> std::thread::JoinHandle<String> {
     rest
 }
 
-struct Conn(BufReader<UnixStream>, UnixStream);
-
-impl Conn {
-    fn open(path: &Path) -> Conn {
-        let s = UnixStream::connect(path).unwrap();
-        s.set_read_timeout(Some(BOUND)).unwrap();
-        let mut c = Conn(BufReader::new(s.try_clone().unwrap()), s);
-        assert_eq!(c.next()["type"], "hello");
-        c
-    }
-    fn send(&mut self, line: &str) {
-        self.1.write_all(format!("{line}\n").as_bytes()).unwrap();
-    }
-    fn next(&mut self) -> serde_json::Value {
-        let mut line = String::new();
-        assert!(self.0.read_line(&mut line).unwrap() > 0, "closed");
-        serde_json::from_str(&line).unwrap()
-    }
-}
-
 #[test]
 fn serves_two_clients_over_a_unix_socket_with_the_real_model() {
     let dir = tempfile::tempdir().unwrap();
@@ -69,7 +46,7 @@ fn serves_two_clients_over_a_unix_socket_with_the_real_model() {
     let listen = format!("unix:{}", sock.display());
     let mut child = spawn(&index, &["--listen", &listen, "--input", "none"]);
     let log = wait_listening(&mut child);
-    let (mut a, mut b) = (Conn::open(&sock), Conn::open(&sock));
+    let (mut a, mut b) = (common::Conn::open(&sock), common::Conn::open(&sock));
     a.send(r#"{"session":"a","turn":1,"partial":"what is the capital of"}"#);
     b.send(r#"{"session":"b","turn":1,"partial":"turn off the kitchen"}"#);
     a.send(r#"{"session":"a","turn":1,"final":"What is the capital of France?"}"#);

@@ -5,8 +5,9 @@ mod common;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use common::BOUND;
 use crossbeam_channel::Receiver;
 
 fn spawn(index: &Path, extra: &[&str]) -> Child {
@@ -168,7 +169,7 @@ fn sigterm_finishes_the_open_utterance_then_exits_cleanly() {
     stdout.read_line(&mut line).unwrap();
     assert!(line.contains("\"type\":\"speculative\""), "{line}");
     kill(&child, "TERM");
-    let status = wait_exit(&mut child, "SIGTERM");
+    let status = common::wait_exit(&mut child, "SIGTERM");
     assert!(status.success(), "{status:?}");
     let mut rest = Vec::new();
     stdout.read_to_end(&mut rest).unwrap();
@@ -179,30 +180,12 @@ fn sigterm_finishes_the_open_utterance_then_exits_cleanly() {
     drop(stdin);
 }
 
-/// Long enough for any machine; only reached when the behaviour under test is broken.
-const BOUND: Duration = Duration::from_secs(120);
-
 fn kill(child: &Child, sig: &str) {
     let status = Command::new("kill")
         .args([&format!("-{sig}"), &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
-}
-
-/// Waits for the child to exit, at most BOUND (then kills it and fails).
-fn wait_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {
-    let t0 = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if t0.elapsed() > BOUND {
-            let _ = child.kill();
-            panic!("primd did not exit: {what}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// `primd run` with its stdout piped and never read, its stderr read line by line.
@@ -271,7 +254,7 @@ impl Blocked {
     }
 
     fn exit(&mut self, what: &str) -> (std::process::ExitStatus, String) {
-        let status = wait_exit(&mut self.child, what);
+        let status = common::wait_exit(&mut self.child, what);
         while let Ok(l) = self.stderr.recv_timeout(BOUND) {
             self.log.push_str(&l);
             self.log.push('\n');

@@ -11,6 +11,7 @@ from wyoming.asr import Transcribe, Transcript, TranscriptChunk, TranscriptStart
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import write_event
 from wyoming.info import Attribution, AsrModel, AsrProgram, Describe, Info
+from wyoming.ping import Ping
 
 out = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "wyoming"
 out.mkdir(parents=True, exist_ok=True)
@@ -58,3 +59,15 @@ info = Info(
     ]
 )
 stream("asr-plain.bin", [Describe(), info, Transcript(text="how tall is mount everest"), Transcript(text="")])
+# What a handle service (primd's Wyoming server) is sent: health checks (Ping() writes
+# `"text": null`), describe, and the transcript Home Assistant's conversation agent sends,
+# with its language and context.
+stream(
+    "handle-client.bin",
+    [
+        Ping(),
+        Ping(text="are you there"),
+        Describe(),
+        Transcript(text="Can I bring my dog?", language="en", context={"conversation_id": "01J"}),
+    ],
+)

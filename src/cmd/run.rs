@@ -1,6 +1,6 @@
 //! `primd run`: settings → model + index → the daemon; its end → the exit status.
 
-use std::io::BufRead;
+use std::io::{BufRead, IsTerminal};
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use primd::config::{self, Layer1};
 use primd::daemon::{self, DaemonOptions};
+use primd::embed::model_file;
 use primd::hub::Inbox;
 use primd::hub::listen;
 use primd::index::Load;
@@ -58,7 +59,16 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         live.require_lexical(retriever.as_str());
     }
     signals.spawn(live.clone())?;
+    let serving = !args.listen.is_empty() || args.wyoming.wyoming.is_some();
     let input: Option<Box<dyn BufRead + Send>> = if args.input == "none" {
+        None
+    } else if args.input == "-" && serving && std::io::stdin().is_terminal() {
+        // A daemon serving sockets, started from a shell: reading the terminal would
+        // take the shell's input (and stop the job when it runs in the background).
+        primd::announce!(
+            "stdin is a terminal: not reading it (serving the socket/Wyoming sessions only; \
+             pipe a recognizer in, or pass --input FILE, to feed the session \"stt\")"
+        );
         None
     } else if args.input == "-" {
         Some(Box::new(std::io::BufReader::new(std::io::stdin())))
@@ -82,10 +92,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     if let (Some(w), Some(inbox)) = (wyoming, &inbox) {
         super::wyoming::start(w, args, &index, retriever.as_str(), &inbox.hub(), &stdout)?;
     }
-    log::info!(
-        "serving {} passages from {:?}; {retriever} retriever; streaming {}{}",
+    // Said once everything is up, after the listeners' lines.
+    let ready = format!(
+        "ready: {} passages from {:?}; {} model {:?}; {retriever} retriever; streaming {}{}",
         index.len(),
         args.index,
+        embedder.precision(),
+        args.model.model.join(model_file(embedder.precision())),
         if cfg.stream.enabled { "on" } else { "off" },
         decoded_note(index.decoded_bytes())
     );
@@ -103,6 +116,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let stats = match inbox {
         None => {
             let input = input.expect("an input without --listen or --wyoming");
+            primd::announce!("{ready}");
             daemon::run(
                 &cfg,
                 &dopts,
@@ -115,6 +129,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         }
         Some(inbox) => {
             let _serving = listen::serve_all(listeners, &inbox.hub())?;
+            primd::announce!("{ready}");
             daemon::run_hub(
                 &cfg,
                 &dopts,

@@ -75,7 +75,8 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
     };
     let params = SearchParams {
         retriever,
-        k: args.k as usize,
+        // Ranked at least as deep as the confidence reads; cut to --k after it.
+        k: confidence::depth(args.k as usize),
         candidates: args.candidates as usize,
         lexical_candidates: cfg.stream.lexical_candidates,
         fusion: cfg.stream.fusion,
@@ -110,11 +111,12 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
             } else {
                 searcher.search(&params, query.as_ref(), text, &mut hits)
             };
+            let confidence = confidence::of_ranked(retriever, &hits);
+            hits.truncate(args.k as usize);
             let results = hits
                 .iter()
                 .map(|h| Ok(ResultJson::new(index.passage(h.index as usize)?, h)))
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            let confidence = confidence::of_ranked(retriever, &hits);
             let line = OutputLine {
                 id,
                 confidence,

@@ -62,7 +62,7 @@ pub fn start(
 /// the socket API's go to their clients), from a hub client of its own: a stdout nobody
 /// reads makes the hub drop this client (logged), never wait for it.
 fn print_results(hub: &Hub, speculative: bool, mut out: SharedOut) -> anyhow::Result<()> {
-    let mut client = hub.connect("stdout (wyoming)")?;
+    let mut client = hub.connect_internal("stdout (wyoming)")?;
     client.subscribe("*", speculative)?;
     std::thread::Builder::new()
         .name("primd-wyoming-stdout".into())

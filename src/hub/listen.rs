@@ -182,11 +182,13 @@ impl Listener {
     /// the listener fails).
     pub fn serve(self, hub: Hub) -> std::io::Result<Serving> {
         let name = format!("primd-listen {}", self.local);
-        let (kind, local) = (self.kind, self.local.clone());
+        let kind = self.kind;
+        // Said before the thread starts: the listener is bound, connections wait in its
+        // backlog, and the line comes before the ready line.
+        crate::announce!("listening on {}", self.local);
         std::thread::Builder::new()
             .name("primd-listen".into())
             .spawn(move || {
-                log::info!("listening on {local}");
                 let mut n = 0u64;
                 loop {
                     let conn: std::io::Result<(Box<dyn Conn>, String)> = match &kind {

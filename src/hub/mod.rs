@@ -189,6 +189,9 @@ pub struct ClientInfo {
     pub finals_dropped: AtomicU64,
     /// A final did not fit its queue: the hub disconnected it.
     pub overflowed: AtomicBool,
+    /// primd's own plumbing (the Wyoming printer and reply readers), not a client of
+    /// the socket API: left out of `stats` and of the [`MAX_CLIENTS`] limit.
+    internal: bool,
     /// Its queue, to count what waits (never sent on through here).
     queue: Sender<Delivery>,
     /// Called (once, from the retriever thread) when it overflowed: e.g. shuts its
@@ -333,6 +336,14 @@ impl Hub {
         self.connect_with(name, None)
     }
 
+    /// [`connect`](Self::connect) for primd's own plumbing (another input reading its
+    /// sessions' results): a client like any other for the retriever, but not one of
+    /// the socket API's, so `stats` does not list it and it takes no place among the
+    /// [`MAX_CLIENTS`].
+    pub fn connect_internal(&self, name: &str) -> Result<Client, HubError> {
+        self.register(name, None, true)
+    }
+
     /// [`connect`](Self::connect), with a hook the retriever calls once if the client
     /// overflows (a final did not fit): e.g. shut its socket down.
     pub fn connect_with(
@@ -340,10 +351,19 @@ impl Hub {
         name: &str,
         on_overflow: Option<Box<dyn FnOnce() + Send>>,
     ) -> Result<Client, HubError> {
+        self.register(name, on_overflow, false)
+    }
+
+    fn register(
+        &self,
+        name: &str,
+        on_overflow: Option<Box<dyn FnOnce() + Send>>,
+        internal: bool,
+    ) -> Result<Client, HubError> {
         let (tx, rx) = bounded(CLIENT_QUEUE);
         let info = {
             let mut reg = self.shared.lock();
-            if reg.clients.len() >= MAX_CLIENTS {
+            if !internal && reg.clients.iter().filter(|c| !c.internal).count() >= MAX_CLIENTS {
                 return Err(HubError::TooManyClients);
             }
             let id = reg.next_client;
@@ -356,6 +376,7 @@ impl Hub {
                 speculative_dropped: AtomicU64::new(0),
                 finals_dropped: AtomicU64::new(0),
                 overflowed: AtomicBool::new(false),
+                internal,
                 queue: tx.clone(),
                 on_overflow: Mutex::new(on_overflow),
             });
@@ -408,7 +429,7 @@ impl Hub {
         Stats {
             utterances: get(&d.utterances),
             sessions: reg.lanes.iter().skip(1).flatten().count(),
-            clients: reg.clients.len(),
+            clients: reg.clients.iter().filter(|c| !c.internal).count(),
             index: IndexStats {
                 path: index.path().display().to_string(),
                 passages: index.len(),
@@ -421,6 +442,7 @@ impl Hub {
             clients_detail: reg
                 .clients
                 .iter()
+                .filter(|c| !c.internal)
                 .map(|c| ClientStats {
                     id: c.id,
                     name: c.name.clone(),
@@ -448,7 +470,7 @@ pub struct Stats {
     pub utterances: u64,
     /// Sessions open (the STT pipe's not counted).
     pub sessions: usize,
-    /// Clients connected.
+    /// Clients of the socket API connected (primd's own Wyoming plumbing not counted).
     pub clients: usize,
     pub index: IndexStats,
     /// Indexes swapped in since start.

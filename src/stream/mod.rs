@@ -498,8 +498,12 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             final_norm.clone_from(&self.u.current);
         }
         let outcome = self.finish(&final_norm).map(|mut o| {
+            // Judged on the retriever's own top [`confidence::DEPTH`] (`finish` ranks at
+            // least that many), then cut to what was asked: asking for one passage must
+            // not hide the ones it is measured against.
             o.confidence = confidence::of_ranked(self.cfg.retriever, &o.hits);
             o.low_evidence = confidence::is_low(o.confidence, self.cfg.low_evidence_threshold);
+            o.hits.truncate(self.cfg.top_k);
             o
         });
         self.spare = final_norm; // keep the buffer's capacity
@@ -522,7 +526,8 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             return Ok(out);
         }
         let retriever = self.cfg.retriever;
-        let top_k = self.cfg.top_k;
+        // What the confidence reads; `finalize` cuts the list to `top_k`.
+        let top_k = confidence::depth(self.cfg.top_k);
         // A final that repeats the newest partial (most do: 75% of the dev recordings)
         // already has its lexical hits: the same query, the same k and the same revision
         // terms (remembering the partial added only words it contains). That takes the

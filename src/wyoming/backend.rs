@@ -50,7 +50,7 @@ impl Backend for HubBackend {
     }
 
     fn results(&self, session: &str) -> anyhow::Result<Option<Box<dyn Results>>> {
-        let mut client = self.0.connect(&format!("{session} replies"))?;
+        let mut client = self.0.connect_internal(&format!("{session} replies"))?;
         client.subscribe(session, false)?;
         Ok(Some(Box::new(HubResults {
             client,

@@ -110,8 +110,8 @@ pub fn start(
 ) -> anyhow::Result<Listener> {
     let addr = listener.local_addr()?;
     match &opts.upstream {
-        Some(up) => log::info!("wyoming: listening on {addr}, proxying to {up}"),
-        None => log::info!("wyoming: listening on {addr}"),
+        Some(up) => crate::announce!("wyoming: listening on {addr}, proxying to {up}"),
+        None => crate::announce!("wyoming: listening on {addr}"),
     }
     let opts = Arc::new(opts);
     std::thread::Builder::new()

@@ -130,3 +130,75 @@ pub fn build_index_with(corpus: &Path, dir: &Path, precision: Precision) -> Path
     write_index(&path, &meta, &passages, &vectors).unwrap();
     path
 }
+
+/// Long enough for any machine; only reached when the behaviour under test is broken.
+pub const BOUND: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Waits for the child to exit, at most [`BOUND`] (then kills it and fails).
+pub fn wait_exit(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if t0.elapsed() > BOUND {
+            let _ = child.kill();
+            panic!("primd did not exit: {what}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// A client of the socket API (`docs/protocol.md`) on a Unix socket, greeted.
+pub struct Conn(
+    std::io::BufReader<std::os::unix::net::UnixStream>,
+    std::os::unix::net::UnixStream,
+);
+
+impl Conn {
+    pub fn open(path: &Path) -> Conn {
+        let s = std::os::unix::net::UnixStream::connect(path).unwrap();
+        s.set_read_timeout(Some(BOUND)).unwrap();
+        let mut c = Conn(std::io::BufReader::new(s.try_clone().unwrap()), s);
+        assert_eq!(c.next()["type"], "hello");
+        c
+    }
+
+    pub fn send(&mut self, line: &str) {
+        use std::io::Write;
+        self.1.write_all(format!("{line}\n").as_bytes()).unwrap();
+    }
+
+    pub fn next(&mut self) -> serde_json::Value {
+        use std::io::BufRead;
+        let mut line = String::new();
+        assert!(self.0.read_line(&mut line).unwrap() > 0, "closed");
+        serde_json::from_str(&line).unwrap()
+    }
+}
+
+/// `primd ARGS --model M --index tests/data/demo-x86.idx` (the committed museum demo
+/// index) with `stdin` written to it; asserts it succeeded.
+pub fn on_demo(args: &[&str], stdin: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = command(env!("CARGO_BIN_EXE_primd"))
+        .args(args)
+        .arg("--model")
+        .arg(model_dir())
+        .arg("--index")
+        .arg(data("demo-x86.idx"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}

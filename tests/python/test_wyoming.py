@@ -30,8 +30,13 @@ from wyoming.asr import Transcribe, Transcript, TranscriptChunk, TranscriptStart
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.event import Event, read_event, write_event
+from wyoming.error import Error
 from wyoming.handle import Handled, NotHandled
 from wyoming.info import AsrModel, AsrProgram, Attribution, Describe, Info
+from wyoming.ping import Ping, Pong
+from wyoming.pipeline import PipelineStage, RunPipeline
+from wyoming.vad import VoiceStarted, VoiceStopped
+from wyoming.wake import Detection
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 INDEX = ROOT / "tests" / "data" / "demo-x86.idx"
@@ -43,6 +48,8 @@ GUARD = 120.0
 # demo/questions.jsonl: a question of the demo index and its expected top passage.
 DOG_QUESTION = "Can I bring my dog inside the museum?"
 DOG_PASSAGE = "dogs-and-assistance-animals"
+# A question the demo index (a museum kiosk's) has no answer to.
+OFF_TOPIC = "What is the capital of France?"
 
 
 def passage_text(pid):
@@ -242,6 +249,34 @@ class WyomingServer(unittest.TestCase):
         (reply,) = asyncio.run(self._converse([Transcript(text="zxqv blorf wug")], 1))
         self.assertTrue(NotHandled.is_type(reply.type), reply)
 
+    def test_the_packages_own_events_as_home_assistant_and_satellites_send_them(self):
+        """Ping() (`{"text": null}`), Describe(), a Transcript with the language and the
+        context Home Assistant's conversation agent adds, and events of a voice pipeline
+        that a handle service has no business with (dropped, no error)."""
+        import asyncio
+
+        events = [
+            Ping(),
+            Ping(text="are you there"),
+            Describe(),
+            RunPipeline(start_stage=PipelineStage.ASR, end_stage=PipelineStage.HANDLE),
+            Detection(name="ok_nabu", timestamp=12),
+            VoiceStarted(timestamp=0),
+            Transcribe(language="en"),
+            AudioStart(rate=16000, width=2, channels=1),
+            AudioChunk(rate=16000, width=2, channels=1, audio=bytes(640)),
+            AudioStop(),
+            VoiceStopped(timestamp=900),
+            Error(text="a peer's error", code="x"),
+            Transcript(text=DOG_QUESTION, language="en",
+                       context={"conversation_id": "01JEXAMPLE", "text": None}),
+        ]
+        got = asyncio.run(self._converse(events, 4))
+        self.assertEqual([e.type for e in got], ["pong", "pong", "info", "handled"], got)
+        self.assertEqual([Pong.from_event(e).text for e in got[:2]], [None, "are you there"])
+        self.assertEqual(Info.from_event(got[2]).handle[0].name, "primd")
+        self.assertEqual(Handled.from_event(got[3]).text, passage_text(DOG_PASSAGE))
+
     def test_garbage_gets_an_error_and_the_daemon_keeps_serving(self):
         with socket.create_connection(("127.0.0.1", self.primd.port)) as s:
             s.sendall(b"this is not a wyoming header\n")
@@ -258,6 +293,63 @@ class WyomingServer(unittest.TestCase):
         import asyncio
 
         self.assertEqual(asyncio.run(self._describe()).type, "info")
+
+
+class WyomingOnePassage(unittest.TestCase):
+    """`--top-k 1`: the server speaks the top passage, so its evidence must be the
+    retriever's own, not that of a one-passage list (where every top-1 stood alone)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.primd = Primd("--top-k", "1")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.primd.stop()
+
+    async def _ask(self, text):
+        async with AsyncTcpClient("127.0.0.1", self.primd.port) as c:
+            await c.write_event(Transcript(text=text).event())
+            return await c.read_event()
+
+    def test_an_off_topic_question_is_not_handled_and_a_museum_one_is(self):
+        import asyncio
+
+        off = asyncio.run(self._ask(OFF_TOPIC))
+        self.assertTrue(NotHandled.is_type(off.type), off)
+        line = self.primd.result(OFF_TOPIC)
+        self.assertEqual((line["evidence"], len(line["results"])), ("low", 1), line)
+        on = asyncio.run(self._ask(DOG_QUESTION))
+        self.assertTrue(Handled.is_type(on.type), on)
+        self.assertEqual(Handled.from_event(on).text, passage_text(DOG_PASSAGE))
+
+
+class WyomingStats(unittest.TestCase):
+    def test_stats_count_the_socket_clients_only(self):
+        """primd's own Wyoming plumbing (the stdout printer, each connection's reply
+        reader) is not a client of the socket API: `stats` leaves it out."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "primd.sock")
+            primd = Primd("--listen", f"unix:{path}", "--input", "none")
+            try:
+                primd.wait_log(r"listening on unix:")
+                with socket.create_connection(("127.0.0.1", primd.port)) as ha:
+                    # A Wyoming connection held open, its reply reader registered (its
+                    # session and reader exist before it reads its first event).
+                    ha.sendall(frames([Describe()]))
+                    self.assertEqual(read_event(ha.makefile("rb")).type, "info")
+                    api = socket.socket(socket.AF_UNIX)
+                    api.connect(path)
+                    with api:
+                        lines = api.makefile("rb")
+                        self.assertEqual(json.loads(lines.readline())["type"], "hello")
+                        api.sendall(b'{"cmd":"stats","id":1}\n')
+                        stats = json.loads(lines.readline())["stats"]
+                self.assertEqual(stats["clients"], 1, stats)
+                self.assertEqual(len(stats["clients_detail"]), 1, stats)
+                self.assertEqual(stats["sessions"], 1, "the Wyoming connection's session")
+            finally:
+                primd.stop()
 
 
 class FakeAsr:

@@ -11,7 +11,9 @@ Offline (no server, no keys): a real AgentSession emits the transcript events a
 recognizer would produce, then the hook fills a real ChatContext as LiveKit passes it to
 `on_user_turn_completed`; the context is printed:
 
-    primd run --listen unix:/tmp/primd.sock --index index/demo.idx &
+    demo/run    # once: builds target/release/primd and index/demo.idx (the museum demo)
+    target/release/primd run --listen unix:/tmp/primd.sock --index index/demo.idx --input none &
+    pip install './clients/python[livekit]'
     PRIMD=unix:/tmp/primd.sock python3 clients/python/examples/livekit_agent.py offline
 """
 

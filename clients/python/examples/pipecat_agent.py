@@ -6,8 +6,9 @@ Offline (no API keys, no audio): scripted transcription frames, as an STT servic
 them, go through PrimdRetrieval and the real LLMUserAggregator; the LLM context is
 printed, with primd's passages right before the user's question:
 
-    primd run --listen unix:/tmp/primd.sock --index index/demo.idx &
-    pip install ./clients/python pipecat-ai
+    demo/run    # once: builds target/release/primd and index/demo.idx (the museum demo)
+    target/release/primd run --listen unix:/tmp/primd.sock --index index/demo.idx --input none &
+    pip install './clients/python[pipecat]'
     python3 clients/python/examples/pipecat_agent.py unix:/tmp/primd.sock
 
 In a voice bot the processor goes in the same place (see `voice_pipeline` below).

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Ask primd one question as a voice agent would: partials while "speaking", then the
-final, then print the passages. Standard library only.
+final, then print the passages. Standard library only. From the repository's root:
 
-    primd run --listen unix:/tmp/primd.sock --index index/demo.idx &
-    python3 examples/query.py unix:/tmp/primd.sock "Can I bring my dog inside the museum?"
+    demo/run    # once: builds target/release/primd and index/demo.idx (the museum demo)
+    target/release/primd run --listen unix:/tmp/primd.sock --index index/demo.idx --input none &
+    PYTHONPATH=clients/python python3 clients/python/examples/query.py unix:/tmp/primd.sock "Can I bring my dog inside the museum?"
 """
 
 import sys

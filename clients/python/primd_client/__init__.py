@@ -3,7 +3,9 @@
 Standard library only. `Client` blocks (a reader thread), `AsyncClient` awaits (a
 reader task); both send the partial and final transcripts of a (session, turn) and
 return primd's final result for that turn. The framework adapters live in
-`primd_client.pipecat` and `primd_client.livekit` and import their framework lazily.
+`primd_client.pipecat_adapter` (needs pipecat-ai) and `primd_client.livekit_adapter`
+(works on the objects LiveKit Agents hands it); importing `primd_client` imports
+neither framework.
 """
 
 from .aio import AsyncClient

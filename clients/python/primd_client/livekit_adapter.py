@@ -23,6 +23,12 @@ documented RAG pattern). The hook keeps that regeneration cheap — no retrieval
 turn end — and `inject(..., when_ready_only=True)` skips the passages rather than
 wait, for agents that value the preemptive reply more.
 
+Low evidence (an off-topic question still gets passages from primd, flagged
+`evidence: "low"`): `low_evidence="mark"` (the default) adds them under a header that
+tells the LLM to say it does not know unless they answer the question; `"drop"` adds
+nothing; `"keep"` ignores the flag. `min_confidence=0.7` judges by primd's `confidence`
+with the hook's own threshold instead of the daemon's `low_evidence_threshold`.
+
 Nothing is imported from livekit-agents: the hook works on the objects LiveKit hands it
 (the event, the `ChatContext`, the `ChatMessage`), so importing it needs no LiveKit.
 """
@@ -31,7 +37,7 @@ import asyncio
 import logging
 import uuid
 
-from .turns import TurnFeeder, context_text
+from .turns import TurnFeeder, check_policy, context_text
 
 log = logging.getLogger("primd_client")
 
@@ -40,7 +46,11 @@ class PrimdTurnHook:
     """One LiveKit AgentSession (one user) ↔ one primd session."""
 
     def __init__(self, address, *, session=None, timeout=0.5, max_passages=3,
-                 max_chars=1200, role="assistant", feeder=None):
+                 max_chars=1200, role="assistant", low_evidence="mark", min_confidence=None,
+                 feeder=None):
+        check_policy(low_evidence, min_confidence)
+        self.low_evidence = low_evidence
+        self.min_confidence = min_confidence
         self.feeder = feeder or TurnFeeder(
             address, session or f"livekit-{uuid.uuid4().hex[:12]}", timeout=timeout)
         self.max_passages = max_passages
@@ -102,7 +112,9 @@ class PrimdTurnHook:
         result = await self.feeder.result_for_text(text)
         self.feeder.end_user_turn()
         self.last_result = result
-        body = context_text(result, self.max_passages, self.max_chars) if result else None
+        body = context_text(result, self.max_passages, self.max_chars,
+                            low_evidence=self.low_evidence,
+                            min_confidence=self.min_confidence) if result else None
         if body is not None:
             turn_ctx.add_message(role=self.role, content=body)
         return result

@@ -14,6 +14,13 @@ appended. The aggregator adds the user's message after it when the turn ends, so
 LLM runs with the passages right before the question. Everything passes through; if
 primd is down or late the turn goes on without passages.
 
+Low evidence (an off-topic question still gets passages from primd, flagged
+`evidence: "low"`): `low_evidence="mark"` (the default) puts them in under a header that
+tells the LLM to say it does not know unless they answer the question; `"drop"` leaves
+them out (the previous turn's passages are removed all the same); `"keep"` ignores the
+flag. `min_confidence=0.7` judges by primd's `confidence` with the adapter's own
+threshold instead of the daemon's `low_evidence_threshold`.
+
 Pipecat is imported here, not by `primd_client`, so the core package stays stdlib-only.
 Written against pipecat-ai 1.14 (frames and aggregator source); `LLMMessagesAppendFrame`
 is used where the transform frame does not exist.
@@ -37,7 +44,7 @@ except ImportError as e:  # a clear message instead of a bare "no module named p
     raise ImportError("primd_client.pipecat_adapter needs pipecat-ai: "
                       "pip install 'primd-client[pipecat]' (or pipecat-ai)") from e
 
-from .turns import HEADER, TurnFeeder, context_text
+from .turns import HEADER, TurnFeeder, check_policy, context_text
 
 _Transform = getattr(_frames, "LLMMessagesTransformFrame", None)
 _Append = _frames.LLMMessagesAppendFrame
@@ -59,11 +66,15 @@ class PrimdRetrieval(FrameProcessor):
     `session`: the primd session (default: a fresh `pipecat-…` name per processor, i.e.
     per conversation). `role`: the role of the injected message ("system" by default;
     use "user" for LLMs that accept one system message only). `timeout`: how long a
-    final may wait for primd.
+    final may wait for primd. `low_evidence` ("mark", "drop" or "keep") and
+    `min_confidence` (None: primd's own `evidence`): what to do with passages primd
+    is not confident about (the module's docstring).
     """
 
     def __init__(self, address, *, session=None, timeout=0.5, max_passages=3,
-                 max_chars=1200, role="system", keep_previous=False, feeder=None, **kwargs):
+                 max_chars=1200, role="system", keep_previous=False, low_evidence="mark",
+                 min_confidence=None, feeder=None, **kwargs):
+        check_policy(low_evidence, min_confidence)
         super().__init__(**kwargs)
         self._owns_feeder = feeder is None  # a feeder passed in is closed by its owner
         self.feeder = feeder or TurnFeeder(
@@ -72,16 +83,25 @@ class PrimdRetrieval(FrameProcessor):
         self.max_chars = max_chars
         self.role = role
         self.keep_previous = keep_previous
+        self.low_evidence = low_evidence
+        self.min_confidence = min_confidence
         self.last_result = None
         self._inflight = None  # the task of a final waiting for primd
 
     def context_frame(self, result):
-        """The frame that puts `result`'s passages into the context, or None."""
-        text = context_text(result, self.max_passages, self.max_chars)
+        """The frame that puts `result`'s passages into the context, or None. A result
+        whose passages the low-evidence policy drops still removes the previous turn's
+        passages (they answered another question)."""
+        text = context_text(result, self.max_passages, self.max_chars,
+                            low_evidence=self.low_evidence, min_confidence=self.min_confidence)
+        replace = _Transform is not None and not self.keep_previous
         if text is None:
+            if replace and result and result.get("results"):
+                return _Transform(transform=lambda msgs: [m for m in msgs if not is_primd_message(m)],
+                                  run_llm=False)
             return None
         message = {"role": self.role, "content": text}
-        if _Transform is not None and not self.keep_previous:
+        if replace:
             return _Transform(transform=lambda msgs: replace_primd_message(msgs, message),
                               run_llm=False)
         return _Append(messages=[message], run_llm=False)

@@ -7,9 +7,10 @@ from primd_client import protocol as p
 
 
 class StandInClient:
-    def __init__(self, answer=True):
+    def __init__(self, answer=True, **verdict):
         self.sent = []  # (kind, session, turn, text)
         self.answer = answer
+        self.verdict = verdict  # e.g. evidence="low", confidence=0.1: added to each result
         self.closed = False
         self.router = p.Router()
 
@@ -24,6 +25,7 @@ class StandInClient:
             self.router.store_final({
                 "type": "final", "session": session, "turn": turn, "text": text,
                 "results": [{"id": "p1", "title": "About " + text, "text": "Passage for " + text}],
+                **self.verdict,
             })
 
     def result_ready(self, session, turn):

@@ -129,7 +129,10 @@ struct HeaderData<'a> {
 /// object only (serde would read a struct from an array too).
 #[derive(Default)]
 struct DataFields<'a> {
-    text: Option<Cow<'a, str>>,
+    /// `Some` when the key is there; `Some(None)` for `"text": null`, which the
+    /// reference implementation writes for an optional text it was not given
+    /// (`Ping()`, `Pong()`, `Transcribe()`): no text, as when the key is absent.
+    text: Option<Option<Cow<'a, str>>>,
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for DataFields<'a> {
@@ -145,7 +148,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for DataFields<'a> {
                 while let Some(key) = map.next_key::<Cow<'de, str>>()? {
                     if key == "text" {
                         // The last one wins, as in Python's json.loads.
-                        out.text = Some(map.next_value::<Cow<'de, str>>()?);
+                        out.text = Some(map.next_value::<Option<Cow<'de, str>>>()?);
                     } else {
                         map.next_value::<IgnoredAny>()?;
                     }
@@ -220,7 +223,7 @@ impl<'a> Frame<'a> {
         }
         Ok(Event {
             kind: self.kind.clone(),
-            text,
+            text: text.flatten(),
         })
     }
 }

@@ -341,3 +341,32 @@ fn written_events_read_back() {
     assert_eq!(f[1].0, "ping");
     assert_eq!(f.iter().map(|x| x.3.len()).sum::<usize>(), out.len());
 }
+
+#[test]
+fn a_null_text_is_no_text_as_the_wyoming_package_writes_it() {
+    // wyoming 1.10.2's Ping() writes `{"text": null}` (Home Assistant's and the
+    // satellites' health check): an event without text, not unreadable data.
+    let got = all(&fixture("handle-client.bin"), Payloads::Skip);
+    let events: Vec<(&str, Option<&str>)> = got
+        .iter()
+        .map(|(kind, text, _, _)| (kind.as_str(), text.as_deref()))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ("ping", None),
+            ("ping", Some("are you there")),
+            ("describe", None),
+            ("transcript", Some("Can I bring my dog?")),
+        ]
+    );
+    // Inline in the header too, and a null in the data block wins over the header's
+    // text as the block's keys do (the reference merges the block on top).
+    let bytes = b"{\"type\":\"ping\",\"data\":{\"text\":null}}\n{\"type\":\"transcript\",\"data\":{\"text\":\"x\"},\"data_length\":13}\n{\"text\":null}";
+    let got = all(bytes, Payloads::Keep);
+    assert_eq!((got[0].0.as_str(), got[0].1.as_deref()), ("ping", None));
+    assert_eq!(
+        (got[1].0.as_str(), got[1].1.as_deref()),
+        ("transcript", None)
+    );
+}
