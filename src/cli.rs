@@ -71,16 +71,23 @@ pub struct InstallIndexArgs {
     /// The new index (made by build-index); left as it is
     #[arg(value_name = "NEW")]
     pub new: PathBuf,
-    /// The path the daemon serves (its --index)
+    /// The path the daemon serves (its --index); default on a packaged install
+    /// (/etc/primd/primd.toml exists): /var/lib/primd/corpus.idx
     #[arg(long, value_name = "PATH")]
-    pub to: PathBuf,
-    /// Model directory the daemon loads (the new index must have been built with its model)
-    #[arg(long, value_name = "DIR", default_value = "models")]
-    pub model: PathBuf,
+    pub to: Option<PathBuf>,
+    /// Model directory the daemon loads (the new index must have been built with its
+    /// model); default: models, on a packaged install /usr/share/primd/minilm
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    /// Only check NEW as the daemon would (structure, checksum, model; and against the
+    /// index at --to when there is one), install nothing
+    #[arg(long, conflicts_with_all = ["pid", "pid_file"])]
+    pub check: bool,
     /// Send SIGHUP to this process (the daemon) after installing
     #[arg(long, value_name = "PID", conflicts_with = "pid_file")]
     pub pid: Option<i32>,
-    /// Send SIGHUP to the process whose pid this file holds (`primd run --pid-file`)
+    /// Send SIGHUP to the process whose pid this file holds (`primd run --pid-file`);
+    /// default on a packaged install: /run/primd/primd.pid when it exists
     #[arg(long, value_name = "FILE")]
     pub pid_file: Option<PathBuf>,
 }

@@ -10,6 +10,11 @@
 //! or the new index, never half of one) and sends SIGHUP to the daemon named by `--pid`
 //! or `--pid-file` (`primd run --pid-file`); without either it only installs, and
 //! a later `kill -HUP` or `systemctl reload primd` swaps it in.
+//!
+//! On a packaged install `--to`, `--model` and `--pid-file` have defaults
+//! ([`super::packaged`]); run as root, the installed file gets its directory's owner (the
+//! daemon's read lease needs the index owned by its user). `--check` checks only: the
+//! package's postinst runs it on the live index before restarting a running daemon.
 
 use std::fs::File;
 use std::io::Write;
@@ -19,42 +24,62 @@ use anyhow::{Context, bail};
 use primd::embed::{model_file, precision_of};
 use primd::index::Index;
 
+use super::packaged;
 use crate::cli::InstallIndexArgs;
 
 pub fn run(args: &InstallIndexArgs) -> anyhow::Result<()> {
+    let targets = packaged::targets(
+        args.to.as_deref(),
+        args.model.as_deref(),
+        args.pid.is_some(),
+        args.pid_file.as_deref(),
+        args.check,
+        Path::new(packaged::CONFIG).exists(),
+        Path::exists,
+    )?;
+    let model = &targets.model;
     let new = Index::open(&args.new).with_context(|| format!("checking {:?}", args.new))?;
     new.verify()?;
     let fp = new.meta().fingerprint;
-    let Some(precision) = precision_of(&args.model, &fp) else {
+    let Some(precision) = precision_of(model, &fp) else {
         bail!(
             "{:?} was not built with a model in {:?} (its fingerprint matches neither {} nor {}): \
              the daemon would refuse it",
             args.new,
-            args.model,
+            model,
             model_file(primd::embed::Precision::Int8),
             model_file(primd::embed::Precision::Fp32),
         );
     };
-    if let Ok(old) = Index::open(&args.to)
+    if let Some(to) = &targets.to
+        && let Ok(old) = Index::open(to)
         && old.meta().fingerprint != fp
     {
         bail!(
             "{:?} was built with another model than the index at {:?} that the daemon serves \
              (it would refuse it): rebuild it with that model, or restart the daemon on it",
             args.new,
-            args.to
+            to
         );
     }
-    let pid = match (&args.pid, &args.pid_file) {
+    let Some(to) = targets.to.as_deref().filter(|_| !args.check) else {
+        eprintln!(
+            "primd install-index: {:?} is a good index ({} passages, {precision} model)",
+            args.new,
+            new.len()
+        );
+        return Ok(());
+    };
+    let pid = match (&args.pid, &targets.pid_file) {
         (Some(p), _) => Some(*p),
         (None, Some(f)) => Some(read_pid(f)?),
         (None, None) => None,
     };
-    install(&args.new, &args.to)?;
+    install(&args.new, to, copy_all)?;
     eprintln!(
         "primd install-index: installed {:?} at {:?} ({} passages, {precision} model)",
         args.new,
-        args.to,
+        to,
         new.len()
     );
     if let Some(pid) = pid {
@@ -66,6 +91,11 @@ pub fn run(args: &InstallIndexArgs) -> anyhow::Result<()> {
         eprintln!(
             "primd install-index: sent SIGHUP to pid {pid}; it swaps the index in before its next \
              utterance (its log says so, or why not)"
+        );
+    } else if targets.packaged {
+        eprintln!(
+            "primd install-index: primd is not running (no {}): `systemctl start primd` serves it",
+            packaged::PID_FILE
         );
     } else {
         eprintln!(
@@ -89,9 +119,18 @@ fn read_pid(path: &Path) -> anyhow::Result<i32> {
     Ok(pid)
 }
 
+/// The copy step of [`install`]; a parameter so that tests can make it fail like a full
+/// disk does (part written, then `ENOSPC`).
+type CopyStep = fn(&mut File, &mut File) -> std::io::Result<u64>;
+
+fn copy_all(src: &mut File, out: &mut File) -> std::io::Result<u64> {
+    std::io::copy(src, out)
+}
+
 /// Copies `new` to a temporary file beside `to`, fsyncs it, renames it over `to`, and
-/// fsyncs the directory.
-fn install(new: &Path, to: &Path) -> anyhow::Result<()> {
+/// fsyncs the directory. On any error (a full disk) the temporary file is removed and
+/// `to` is untouched. Run as root, the file gets the directory's owner and group first.
+fn install(new: &Path, to: &Path, copy: CopyStep) -> anyhow::Result<()> {
     let dir = match to.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -110,8 +149,11 @@ fn install(new: &Path, to: &Path) -> anyhow::Result<()> {
             .write(true)
             .create_new(true)
             .open(&tmp)?;
-        std::io::copy(&mut src, &mut out)?;
+        copy(&mut src, &mut out)?;
         out.flush()?;
+        if let Err(e) = give_to_dir_owner(&out, &dir) {
+            eprintln!("primd install-index: warning: keeping the file's owner ({e})");
+        }
         out.sync_all()?;
         drop(out);
         std::fs::rename(&tmp, to)?;
@@ -122,4 +164,64 @@ fn install(new: &Path, to: &Path) -> anyhow::Result<()> {
         return Err(e).with_context(|| format!("installing {new:?} at {to:?} (via {tmp:?})"));
     }
     Ok(())
+}
+
+/// As root, hands `file` to the owner of `dir` (on a packaged install, user primd owns
+/// /var/lib/primd): the daemon's read lease needs its index owned by its own user.
+fn give_to_dir_owner(file: &File, dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{MetadataExt, fchown};
+    // SAFETY: geteuid(2) takes nothing and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(());
+    }
+    let d = std::fs::metadata(dir)?;
+    fchown(file, Some(d.uid()), Some(d.gid()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes half of the source, then fails as a full disk does.
+    fn disk_full(src: &mut File, out: &mut File) -> std::io::Result<u64> {
+        use std::io::Read;
+        let mut buf = Vec::new();
+        src.read_to_end(&mut buf)?;
+        out.write_all(&buf[..buf.len() / 2])?;
+        Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
+    }
+
+    /// A directory with a new "index" (4096 bytes of 7) and a live one.
+    fn new_and_live() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let (new, live) = (dir.path().join("new.idx"), dir.path().join("corpus.idx"));
+        std::fs::write(&new, vec![7u8; 4096]).unwrap();
+        std::fs::write(&live, b"the old index").unwrap();
+        (dir, new, live)
+    }
+
+    #[test]
+    fn a_full_disk_leaves_the_old_index_and_no_temporary_file() {
+        let (dir, new, live) = new_and_live();
+        let e = install(&new, &live, disk_full).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("No space left on device"),
+            "{e:#}"
+        );
+        assert_eq!(std::fs::read(&live).unwrap(), b"the old index");
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["corpus.idx", "new.idx"]);
+    }
+
+    #[test]
+    fn install_replaces_the_live_file_whole() {
+        let (dir, new, live) = new_and_live();
+        install(&new, &live, copy_all).unwrap();
+        assert_eq!(std::fs::read(&live).unwrap(), vec![7u8; 4096]);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
 }

@@ -5,6 +5,7 @@ mod bench;
 mod embed;
 mod eval;
 mod install_index;
+mod packaged;
 mod run;
 mod search;
 mod wyoming;
