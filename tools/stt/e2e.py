@@ -92,6 +92,10 @@ def main():
             right += top == q["expected_id"]
             print(f"     {engine}: \"{q['final']}\" heard as \"{f['text']}\": first {top}"
                   + ("" if top == q["expected_id"] else f" (MISS, want {q['expected_id']})"), flush=True)
+        lat = sorted(f["ms"]["eou_to_result"] for f in finals)
+        if lat:
+            print(f"     {engine}: final line -> result in primd, p50 {lat[len(lat) // 2]:.2f} ms "
+                  f"(this build, this machine; reported, not asserted)", flush=True)
         need = MUST_FIND[engine]
         check(right >= need, f"{engine}: the expected passage first for {right}/{len(questions)} questions",
               f"at least {need} required")
