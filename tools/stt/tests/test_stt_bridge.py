@@ -294,7 +294,6 @@ class BridgeRefusesBadInputTest(unittest.TestCase):
     def test_no_microphone(self):
         with tempfile.TemporaryDirectory() as d:
             # No arecord at all.
-            os.symlink(sys.executable, os.path.join(d, "python3"))
             r = self.run_bridge(path=d)
             self.assertEqual(r.returncode, 2)
             self.assertIn("no microphone: `arecord` is not installed", r.stderr)
