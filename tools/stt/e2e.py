@@ -10,6 +10,7 @@ import argparse
 import array
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -179,6 +180,7 @@ def main():
     check(bridge.wait() == 0 and primd.returncode == 0 and finals_of(primd.stdout) == [] and "no speech heard" in berr,
           "silence only: no transcript, no answer, and the bridge says it heard no speech")
 
+    shutil.rmtree(work, ignore_errors=True)
     print(f"stt-e2e: {passed} passed, {failed} failed", flush=True)
     return 1 if failed else 0
 
