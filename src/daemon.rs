@@ -69,7 +69,11 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded, n
 use crate::config::RunConfig;
 use crate::embed::{Embed, EmbedError};
 use crate::hub::table::Table;
-use crate::hub::{HubMsg, Inbox};
+// The types the reader, the retriever and the socket hub share live in the hub (the
+// lower layer), so the hub never imports the daemon.
+pub(crate) use crate::hub::Counters;
+use crate::hub::Inbox;
+pub use crate::hub::{EVENT_QUEUE, Inbound, SPECULATIVE_ROOM};
 use crate::index::Index;
 use crate::index::live::LiveIndex;
 use crate::input::{Ctx, Dialect, DialectKind, Event, LineReader, MAX_LINE_BYTES};
@@ -82,17 +86,8 @@ use crate::scheduler::{
 use crate::stream::normalize::Normalizer;
 use crate::stream::{Observed, StreamingRetriever};
 
-/// Events waiting between reader and retriever. Small: the retriever drains it whole
-/// every time it wakes, and a full queue slows the reader rather than growing.
-pub const EVENT_QUEUE: usize = 64;
-
 /// Messages waiting for the writer: the finals' backlog when the consumer lags.
 pub const OUTPUT_BACKLOG: usize = 64;
-
-/// Speculative events are only sent while fewer than this many messages wait for the
-/// writer: when the output lags they are the first to go, and finals keep the rest of
-/// the backlog.
-pub const SPECULATIVE_ROOM: usize = 4;
 
 /// The retriever's loop turns at least this often, even when nothing happens.
 pub const TICK: Duration = Duration::from_secs(1);
@@ -105,18 +100,6 @@ pub const SWAP_WAIT: Duration = Duration::from_secs(5);
 
 /// Default of [`DaemonOptions::stop_grace`].
 pub const STOP_GRACE: Duration = Duration::from_secs(2);
-
-/// What reaches the retriever from the reader.
-// Events are moved by value on purpose: boxing them would allocate per partial, while
-// the bounded channel preallocates its slots once.
-#[allow(clippy::large_enum_variant)]
-pub enum Inbound {
-    Event(Event),
-    /// From the socket hub's handles ([`crate::hub`]).
-    Hub(HubMsg),
-    /// No more input (end of stream or read error).
-    End,
-}
 
 /// What the supervisor tells the retriever.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -527,19 +510,6 @@ fn read_events(
     }
     let _ = tx.send(Inbound::End);
     (read, rejected)
-}
-
-/// Counts kept by the retriever and the writer: relaxed atomics, so the supervisor can
-/// read them whatever state those threads are in (a writer blocked for good).
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub(crate) utterances: AtomicU64,
-    pub(crate) finals_dropped: AtomicU64,
-    pub(crate) speculative_sent: AtomicU64,
-    pub(crate) speculative_dropped: AtomicU64,
-    pub(crate) written: AtomicU64,
-    /// Messages that could not be serialised (logged, skipped).
-    pub(crate) failed: AtomicU64,
 }
 
 /// Adds one; returns the new count.

@@ -24,7 +24,7 @@
 //! 5. results: [`fusion`], [`ranking`] (which retriever), [`confidence`];
 //! 6. retrievers over an open index: [`dense`], [`retriever`] (all three behind one);
 //! 7. [`stream`], [`scheduler`];
-//! 8. [`config`], [`flags`], [`output`], [`hub`], [`daemon`], [`wyoming`];
+//! 8. [`config`], [`flags`], [`output`], [`hub`], [`daemon`], [`wyoming`], [`announce`];
 //! 9. [`eval`], [`bench`], [`testing`];
 //! 10. the binary (`main.rs`, `cli.rs`, `cmd/`).
 

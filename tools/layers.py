@@ -48,7 +48,7 @@ LAYERS = [
     # 7. the streaming policy and the order of work
     ["stream", "scheduler"],
     # 8. settings, the service and what it writes
-    ["config", "flags", "output", "hub", "daemon", "wyoming"],
+    ["config", "flags", "output", "hub", "daemon", "wyoming", "announce"],
     # 9. measuring, test helpers, the crate root
     ["eval", "bench", "testing", "lib.rs"],
     # 10. the binary: command line and commands

@@ -11,7 +11,7 @@
 //!
 //! The seam, for another module of primd:
 //! ```ignore
-//! let hub: Hub = ...;                          // from daemon::Inbox::new / the run command
+//! let hub: Hub = ...;                          // from hub::Inbox::new / the run command
 //! let mut s = hub.open_session("wyoming-1")?;  // a lane; results go to subscribers
 //! s.partial(1, "what is the capital")?;
 //! s.final_(1, "what is the capital of France")?;
@@ -45,11 +45,45 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender, bounded};
 use serde::Serialize;
 
-use crate::daemon::{Counters, Inbound};
 use crate::index::Index;
 use crate::index::live::{LiveIndex, ReloadError};
 use crate::input::{Event, EventKind, to_text};
 use crate::output::Outbound;
+
+/// Events waiting between reader and retriever. Small: the retriever drains it whole
+/// every time it wakes, and a full queue slows the reader rather than growing.
+pub const EVENT_QUEUE: usize = 64;
+
+/// Speculative events are only sent while fewer than this many messages wait for the
+/// daemon's writer, and speculative results only queued for a client while fewer than
+/// this many wait: when the output lags they are the first to go, and finals keep the
+/// rest of the backlog.
+pub const SPECULATIVE_ROOM: usize = 4;
+
+/// What reaches the retriever from the reader.
+// Events are moved by value on purpose: boxing them would allocate per partial, while
+// the bounded channel preallocates its slots once.
+#[allow(clippy::large_enum_variant)]
+pub enum Inbound {
+    Event(Event),
+    /// From the socket hub's handles ([`crate::hub`]).
+    Hub(HubMsg),
+    /// No more input (end of stream or read error).
+    End,
+}
+
+/// Counts kept by the retriever and the writer: relaxed atomics, so the supervisor can
+/// read them whatever state those threads are in (a writer blocked for good).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) utterances: AtomicU64,
+    pub(crate) finals_dropped: AtomicU64,
+    pub(crate) speculative_sent: AtomicU64,
+    pub(crate) speculative_dropped: AtomicU64,
+    pub(crate) written: AtomicU64,
+    /// Messages that could not be serialised (logged, skipped).
+    pub(crate) failed: AtomicU64,
+}
 
 /// Sessions open at once (past it, opening one is refused).
 pub const MAX_SESSIONS: usize = 64;
@@ -59,8 +93,6 @@ pub const MAX_CLIENTS: usize = 128;
 pub const MAX_SUBSCRIPTIONS: usize = 16;
 /// Results waiting for one client.
 pub const CLIENT_QUEUE: usize = 64;
-/// Speculative results are only queued for a client while fewer than this many wait.
-pub const SPECULATIVE_ROOM: usize = crate::daemon::SPECULATIVE_ROOM;
 /// Longest session name, in bytes.
 pub const MAX_SESSION_NAME: usize = 64;
 /// The STT pipe's session.
@@ -262,7 +294,7 @@ pub struct Inbox {
 
 impl Inbox {
     pub fn new(live: Arc<LiveIndex>) -> Inbox {
-        let (tx, rx) = bounded(crate::daemon::EVENT_QUEUE);
+        let (tx, rx) = bounded(EVENT_QUEUE);
         let mut lanes = vec![None; MAX_SESSIONS + 1];
         lanes[0] = Some(SessionName::try_from(STT_SESSION).expect("short"));
         Inbox {
