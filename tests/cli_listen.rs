@@ -83,11 +83,7 @@ fn serves_two_clients_over_a_unix_socket_with_the_real_model() {
         "{}",
         String::from_utf8_lossy(&second.stderr)
     );
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
+    common::sigterm(&child);
     let status = child.wait().unwrap();
     let log = log.join().unwrap();
     assert!(status.success(), "{log}");

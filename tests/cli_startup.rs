@@ -11,8 +11,6 @@ use std::sync::mpsc::{Receiver, channel};
 
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::pty::{grantpt, posix_openpt, ptsname_r, unlockpt};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 
 use common::BOUND;
 
@@ -87,7 +85,7 @@ fn until(rx: &Receiver<String>, needle: &str) -> Vec<String> {
 /// SIGTERM, then the exit status and the rest of the log.
 fn stop(mut guard: KillOnDrop, rx: &Receiver<String>) -> (std::process::ExitStatus, Vec<String>) {
     let mut child = guard.0.take().unwrap();
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    common::sigterm(&child);
     let rest: Vec<String> = rx.iter().collect(); // until the child closes stderr
     (child.wait().unwrap(), rest)
 }
@@ -235,7 +233,7 @@ fn serving_a_socket_with_a_pipe_on_stdin_still_reads_the_pipe() {
         .unwrap();
     let v: serde_json::Value = serde_json::from_str(&line).unwrap();
     assert_eq!(v["results"][0]["id"], "dogs-and-assistance-animals");
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    common::sigterm(&child);
     assert!(child.wait().unwrap().success());
 }
 
@@ -265,7 +263,7 @@ fn an_idle_daemon_stops_at_sigterm_without_waiting_out_the_stop_grace() {
         let mut guard = KillOnDrop(Some(child));
         until(&rx, "ready:");
         let child = guard.0.as_mut().unwrap();
-        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+        common::sigterm(child);
         let status = common::wait_exit(child, &format!("{extra:?} at SIGTERM"));
         assert!(status.success(), "{extra:?}: {status:?}");
         drop(stdin);

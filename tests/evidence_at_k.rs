@@ -126,11 +126,7 @@ fn socket_finals(extra: &[&str]) -> Vec<serde_json::Value> {
         ));
         got.push(c.next());
     }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
+    common::sigterm(&child);
     let status = child.wait().unwrap();
     let log = log.join().unwrap();
     assert!(status.success(), "{log:?}");

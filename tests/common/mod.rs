@@ -134,6 +134,15 @@ pub fn build_index_with(corpus: &Path, dir: &Path, precision: Precision) -> Path
 /// Long enough for any machine; only reached when the behaviour under test is broken.
 pub const BOUND: std::time::Duration = std::time::Duration::from_secs(120);
 
+/// Asks the daemon to stop the way systemd and a shell do (SIGTERM).
+pub fn sigterm(child: &std::process::Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("signalling primd");
+}
+
 /// Waits for the child to exit, at most [`BOUND`] (then kills it and fails).
 pub fn wait_exit(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
     let t0 = std::time::Instant::now();
