@@ -15,6 +15,7 @@
 
 pub mod confidence;
 pub mod config;
+pub mod conversation;
 pub mod daemon;
 pub mod embed;
 pub mod eval;
