@@ -31,7 +31,7 @@ use heapless::Vec as FixedVec;
 
 use crate::confidence;
 use crate::embed::{DIM, Embedding};
-use crate::hybrid::{HybridSearcher, Ranked, Retriever, SearchParams};
+use crate::hybrid::{HybridSearcher, Ranked, SearchParams};
 use crate::search::Query;
 pub use cues::{Cues, cues};
 

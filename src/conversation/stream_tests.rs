@@ -5,6 +5,7 @@
 use super::tests::CORPUS;
 use super::*;
 use crate::embed::HashEmbedder;
+use crate::hybrid::Retriever;
 use crate::index::Index;
 use crate::stream::normalize::Normalizer;
 use crate::stream::tests::{NoAlloc, alloc_count};

@@ -4,6 +4,7 @@
 use super::*;
 use crate::embed::{Embed, HashEmbedder};
 use crate::fusion::Fusion;
+use crate::hybrid::Retriever;
 use crate::index::Index;
 
 pub(crate) const CORPUS: &[(&str, &str)] = &[
