@@ -99,6 +99,10 @@ pub struct KindRow {
     pub search_ms_p90: f64,
 }
 
+/// Per kind of turn: the rank of each judged turn, each turn's search time, and the
+/// turns that used the context.
+type Tally = (Vec<Option<usize>>, Vec<f64>, usize);
+
 /// Replays every turn twice (context off, then on) and reports per kind.
 pub fn evaluate<E: Embed>(
     index: &Index,
@@ -123,7 +127,7 @@ pub fn evaluate<E: Embed>(
     let mut rows = Vec::new();
     for context in [false, true] {
         let mut convs = Conversations::new(usize::MAX);
-        let mut per: HashMap<&'static str, (Vec<Option<usize>>, Vec<f64>, usize)> = HashMap::new();
+        let mut per: HashMap<&'static str, Tally> = HashMap::new();
         let mut hits = Ranked::new();
         for ((t, kind), v) in turns.iter().zip(&vectors) {
             let q = params.retriever.uses_dense().then(|| Query::new(v));
