@@ -122,6 +122,8 @@ pub struct SearchArgs {
     pub retriever: Option<Retriever>,
     #[command(flatten)]
     pub fusion: FusionFlags,
+    #[command(flatten)]
+    pub conversation: primd::conversation::settings::Flags,
     /// Check the index's full checksum before searching (reads the whole file)
     #[arg(long)]
     pub verify: bool,
@@ -191,6 +193,8 @@ pub struct RunArgs {
     pub pid_file: Option<PathBuf>,
     #[command(flatten)]
     pub wyoming: WyomingArgs,
+    #[command(flatten)]
+    pub conversation: primd::conversation::settings::Flags,
 }
 
 /// Home Assistant's Wyoming protocol (docs/wyoming.md).
@@ -214,8 +218,15 @@ pub struct EvalArgs {
     #[arg(long, value_name = "FILE")]
     pub index: PathBuf,
     /// Typed questions, JSON lines {"id", "text"}
-    #[arg(long, value_name = "FILE")]
-    pub queries: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "conversations")]
+    pub queries: Option<PathBuf>,
+    /// Conversations instead: JSON lines {"id", "text", "conversation"[, "kind"]}, one
+    /// turn per line in order (docs/conversations.md); reports each kind of turn with
+    /// the conversation's context on and off
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["streams", "train_trigger", "sweep"])]
+    pub conversations: Option<PathBuf>,
+    #[command(flatten)]
+    pub conversation: primd::conversation::settings::Flags,
     /// Relevance judgements: a header line, then query-id<TAB>corpus-id<TAB>score
     #[arg(long, value_name = "FILE")]
     pub qrels: PathBuf,

@@ -36,6 +36,8 @@ pub struct RunConfig {
     /// Which trigger; `learned` loads `trigger_model` ([`RunConfig::load_trigger`]).
     pub trigger: TriggerKind,
     pub trigger_model: Option<PathBuf>,
+    /// The `[conversation]` section (its flags are applied by the commands).
+    pub conversation: crate::conversation::ConversationConfig,
 }
 
 impl RunConfig {
@@ -96,6 +98,8 @@ pub struct Layer1 {
 struct FileConfig {
     #[serde(default)]
     layer1: Layer1,
+    #[serde(default)]
+    conversation: crate::conversation::settings::Keys,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +113,8 @@ pub enum ConfigError {
     Parse { path: PathBuf, reason: String },
     #[error("invalid layer1.{key}: {reason}")]
     Invalid { key: &'static str, reason: String },
+    #[error(transparent)]
+    Conversation(#[from] crate::conversation::settings::Invalid),
 }
 
 impl Layer1 {
@@ -145,6 +151,7 @@ impl Layer1 {
 
 /// Reads the optional file, applies `flags` over it, checks every value.
 pub fn load(path: Option<&Path>, flags: Layer1) -> Result<RunConfig, ConfigError> {
+    let mut conversation = Default::default();
     let file = match path {
         None => Layer1::default(),
         Some(p) => {
@@ -156,10 +163,13 @@ pub fn load(path: Option<&Path>, flags: Layer1) -> Result<RunConfig, ConfigError
                 path: p.into(),
                 reason: e.to_string(),
             })?;
+            conversation = parsed.conversation;
             parsed.layer1
         }
     };
-    check(file.overridden_by(flags))
+    let mut cfg = check(file.overridden_by(flags))?;
+    cfg.conversation = crate::conversation::settings::Keys::check(&conversation)?;
+    Ok(cfg)
 }
 
 fn int(
@@ -314,6 +324,7 @@ fn check(raw: Layer1) -> Result<RunConfig, ConfigError> {
             .unwrap_or_else(|| DEFAULT_FILLERS.iter().map(|s| s.to_string()).collect()),
         trigger,
         trigger_model: raw.trigger_model,
+        conversation: Default::default(),
     })
 }
 

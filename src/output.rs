@@ -110,9 +110,18 @@ struct FinalJson<'a> {
     confidence: Option<f32>,
     /// `"ok"`, or `"low"`: the agent should not present the top-1 as the answer.
     evidence: &'static str,
+    /// How the turn used its conversation (absent when conversations are off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conversation: Option<ConversationJson>,
     results: Vec<ResultJson<'a>>,
     ms: Ms,
     counts: CountsJson,
+}
+
+#[derive(Serialize)]
+struct ConversationJson {
+    used: bool,
+    turns: u32,
 }
 
 #[derive(Serialize)]
@@ -185,6 +194,10 @@ fn encode(
                 speculation_cosine: outcome.speculation_cosine,
                 confidence: outcome.confidence,
                 evidence: crate::confidence::label(outcome.low_evidence),
+                conversation: outcome.conversation.map(|u| ConversationJson {
+                    used: u.used,
+                    turns: u.turns,
+                }),
                 results,
                 ms: Ms {
                     embed: outcome.timings.embed_ms,

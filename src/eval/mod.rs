@@ -16,6 +16,7 @@
 //! with [`svg`] plots. Work runs on a few threads ([`progress`]), each with its own
 //! embedder; [`evaluate`] wires it together for the command and the tests.
 
+pub mod conversations;
 pub mod data;
 pub mod metrics;
 pub mod prefix;

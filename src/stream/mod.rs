@@ -40,6 +40,13 @@
 //! (speculative, or a full scan when the reflector judges them stale) is reranked with
 //! int8 cosines and fused ([`fusion`](crate::fusion)).
 //!
+//! Conversations ([`crate::conversation`], off unless [`StreamingRetriever::set_conversation`]
+//! turns them on): each lane's utterance state carries its conversation's memory, so
+//! it goes with the session. At end of utterance, after the final's own results, the
+//! turn may get a context search (lexical topic terms, the topic's vector mixed into
+//! the final's: no extra embedding); partials are untouched. The STT pipe's lane
+//! forgets its conversation after `gap_ms` without a turn.
+//!
 //! Hot path: after warm-up nothing here allocates (fixed-capacity candidate and hit
 //! sets, reused text buffers); of the embedders, only the fp32 one (tract) and the
 //! tokenizer's path for non-ASCII text do, per embed.
@@ -53,12 +60,13 @@ pub mod trigger;
 use std::time::Instant;
 
 use crate::confidence;
+use crate::conversation::{self, ContextSearch, Conversation, ConversationConfig, Used};
 use crate::dense::{Candidates, DEFAULT_CANDIDATES, Query};
 use crate::embed::{DIM, Embed, EmbedError, Embedding, cosine};
 use crate::fusion::Fusion;
 use crate::hits::Hits;
 use crate::retriever::{DEFAULT_LEXICAL_CANDIDATES, Retriever};
-use crate::retriever::{HybridSearcher, Ranked, ranked_from};
+use crate::retriever::{HybridSearcher, Ranked, SearchParams, ranked_from};
 use normalize::{Normalizer, common_prefix_words, word_count};
 use revisions::Revisions;
 use trigger::{Trigger, TriggerState};
@@ -207,6 +215,8 @@ pub struct Outcome {
     /// The confidence is below `low_evidence_threshold` (or there are no results): the
     /// agent should not present the top-1 as the answer.
     pub low_evidence: bool,
+    /// How the conversation was used (`None`: conversations are off).
+    pub conversation: Option<Used>,
 }
 
 /// The reflector's rule, kept apart so it is explicit and testable: the speculation is
@@ -237,6 +247,13 @@ struct Utterance {
     counts: Counts,
     /// What the trigger remembers of the last dense query.
     trig: TriggerState,
+    /// The lane's conversation (its earlier turns).
+    conv: Conversation,
+    /// This turn may use the conversation (a turn's `"context": false` clears it until
+    /// the turn ends).
+    context: bool,
+    /// When the lane's last turn ended.
+    last_turn: Option<Instant>,
 }
 
 impl Utterance {
@@ -253,6 +270,9 @@ impl Utterance {
             revisions: Revisions::new(),
             counts: Counts::default(),
             trig: TriggerState::new(),
+            conv: Conversation::new(),
+            context: true,
+            last_turn: None,
         })
     }
 }
@@ -276,6 +296,9 @@ pub struct StreamingRetriever<'i, E: Embed> {
     spare: String,
     /// Scratch of [`speculative_guess`](Self::speculative_guess).
     guess: Ranked,
+    conversation: ConversationConfig,
+    /// Scratch of the context search.
+    context: ContextSearch,
 }
 
 impl<'i, E: Embed> StreamingRetriever<'i, E> {
@@ -301,7 +324,34 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             parked: Vec::new(),
             spare: String::with_capacity(1024),
             guess: Ranked::new(),
+            conversation: ConversationConfig {
+                enabled: false,
+                ..ConversationConfig::default()
+            },
+            context: ContextSearch::new(),
         }
+    }
+
+    /// Turns conversations on (or off) for every lane.
+    pub fn set_conversation(&mut self, cfg: ConversationConfig) {
+        self.conversation = cfg;
+    }
+
+    /// Forgets the active lane's conversation (a reset, a new session on the lane).
+    pub fn forget(&mut self) {
+        self.u.conv.reset();
+        self.u.last_turn = None;
+    }
+
+    /// Whether the active lane's turn in progress may use its conversation (until it
+    /// ends; then it is true again).
+    pub fn set_context(&mut self, on: bool) {
+        self.u.context = on;
+    }
+
+    /// Earlier turns the active lane's conversation remembers.
+    pub fn conversation_turns(&self) -> u32 {
+        self.u.conv.remembered()
     }
 
     /// Makes lane `lane`'s utterance the one the calls that follow work on (the
@@ -498,6 +548,11 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             final_norm.clone_from(&self.u.current);
         }
         let outcome = self.finish(&final_norm).map(|mut o| {
+            if self.conversation.enabled {
+                let t = Instant::now();
+                o.conversation = Some(self.converse(&final_norm, &mut o));
+                o.timings.rerank_ms += ms_since(t);
+            }
             // Judged on the retriever's own top [`confidence::DEPTH`] (`finish` ranks at
             // least that many), then cut to what was asked: asking for one passage must
             // not hide the ones it is measured against.
@@ -511,6 +566,44 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         outcome
     }
 
+    /// The turn's conversation step ([`conversation::turn`]) on the final's results.
+    fn converse(&mut self, final_norm: &str, o: &mut Outcome) -> Used {
+        let now = Instant::now();
+        let gap = std::time::Duration::from_millis(self.conversation.gap_ms);
+        if self.active == 0
+            && self
+                .u
+                .last_turn
+                .is_some_and(|t| now.duration_since(t) > gap)
+        {
+            self.u.conv.reset(); // the pipe's visitor left
+        }
+        let p = SearchParams {
+            retriever: self.cfg.retriever,
+            k: self.cfg.top_k,
+            candidates: self.cfg.full_search_candidates.max(self.cfg.top_k),
+            lexical_candidates: self.cfg.lexical_candidates.max(self.cfg.top_k),
+            fusion: self.cfg.fusion,
+        };
+        let dense = self.cfg.retriever.uses_dense() && o.path != FinalPath::Empty;
+        let vector = dense.then_some(&self.u.embedding);
+        let used = conversation::turn(
+            &mut self.u.conv,
+            &mut self.context,
+            &mut self.searcher,
+            &p,
+            &self.conversation,
+            self.u.context,
+            final_norm,
+            vector,
+            &mut o.hits,
+        );
+        if !final_norm.is_empty() {
+            self.u.last_turn = Some(now);
+        }
+        used
+    }
+
     fn finish(&mut self, final_norm: &str) -> Result<Outcome, EmbedError> {
         let mut out = Outcome {
             path: FinalPath::Empty,
@@ -521,6 +614,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             reused_embedding: false,
             confidence: None,
             low_evidence: true,
+            conversation: None,
         };
         if final_norm.is_empty() {
             return Ok(out);
@@ -624,6 +718,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         self.guess.clear();
         self.u.counts = Counts::default();
         self.u.trig.reset();
+        self.u.context = true;
     }
 
     fn embed_current(&mut self) -> Result<(), EmbedError> {

@@ -662,7 +662,7 @@ fn speculative_guess_of_the_dense_retriever_reranks_its_candidates() {
 }
 
 /// An embedder that allocates nothing (the fake lower-cases through a `String`).
-struct NoAlloc;
+pub(crate) struct NoAlloc;
 
 impl Embed for NoAlloc {
     fn embed_into(&mut self, text: &str, out: &mut Embedding) -> Result<usize, EmbedError> {
