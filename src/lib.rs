@@ -15,6 +15,7 @@
 
 pub mod confidence;
 pub mod config;
+pub mod context;
 pub mod daemon;
 pub mod embed;
 pub mod eval;
