@@ -42,6 +42,9 @@ struct OutputLine<'a> {
     /// `"ok"`, or `"low"` when `confidence` is below `low_evidence_threshold`.
     evidence: &'static str,
     results: Vec<ResultJson<'a>>,
+    /// The best sentences of the results within `--context-tokens` (absent with 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context: Option<primd::context::ContextJson<'a>>,
     ms: Timings,
 }
 
@@ -78,6 +81,8 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
         fusion: cfg.stream.fusion,
     };
     let mut searcher = HybridSearcher::new(&index)?;
+    let mut context = primd::context::ContextBuilder::new();
+    let mut packed = primd::context::Context::default();
     let mut hits = Ranked::new();
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -111,12 +116,26 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
                 .iter()
                 .map(|h| Ok(ResultJson::new(index.passage(h.index as usize)?, h)))
                 .collect::<anyhow::Result<Vec<_>>>()?;
+            let context = (cfg.stream.context_tokens > 0)
+                .then(|| {
+                    // Without a model (lexical retriever) a cut counts words, not pieces.
+                    let mut count = |t: &str| match embedder.as_mut() {
+                        Some(e) => primd::context::word_pieces(e, t),
+                        None => t.split_whitespace().count(),
+                    };
+                    let budget = cfg.stream.context_tokens;
+                    let q = query.as_ref();
+                    context.build(&index, q, text, &hits, budget, &mut count, &mut packed);
+                    primd::context::to_json(&index, &packed)
+                })
+                .transpose()?;
             let confidence = confidence::of_ranked(retriever, &hits);
             let line = OutputLine {
                 id,
                 confidence,
                 evidence: confidence::evidence(confidence, cfg.stream.low_evidence_threshold),
                 results,
+                context,
                 ms: Timings {
                     embed: embed_ms,
                     lexical: t.lexical_ms,

@@ -91,6 +91,7 @@ impl Work for Fake {
             reused_embedding: false,
             confidence: None,
             low_evidence: true,
+            context: Default::default(),
         })
     }
 }

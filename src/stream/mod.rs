@@ -53,6 +53,7 @@ pub mod trigger;
 use std::time::Instant;
 
 use crate::confidence;
+use crate::context::{Context, ContextBuilder};
 use crate::embed::{DIM, Embed, EmbedError, Embedding, cosine};
 use crate::fusion::Fusion;
 use crate::hybrid::{DEFAULT_LEXICAL_CANDIDATES, Retriever};
@@ -102,6 +103,8 @@ pub struct StreamConfig {
     /// What decides the dense work per partial: the fixed rule (`trigger_interval`,
     /// idle embedding) or a learned model ([`trigger`]).
     pub trigger: Trigger,
+    /// Word pieces of `context` per final ([`crate::context`]; 0: none).
+    pub context_tokens: usize,
 }
 
 impl Default for StreamConfig {
@@ -122,6 +125,7 @@ impl Default for StreamConfig {
             revision_weight: 0.0,
             low_evidence_threshold: crate::confidence::DEFAULT_LOW_EVIDENCE_THRESHOLD,
             trigger: Trigger::Fixed,
+            context_tokens: crate::context::DEFAULT_CONTEXT_TOKENS,
         }
     }
 }
@@ -186,6 +190,8 @@ pub struct FinalTimings {
     pub scan_ms: f64,
     /// Dense rerank, and fusion for the hybrid retriever.
     pub rerank_ms: f64,
+    /// Ranking and packing the sentences of `context`.
+    pub context_ms: f64,
 }
 
 /// The result of one utterance.
@@ -206,6 +212,8 @@ pub struct Outcome {
     /// The confidence is below `low_evidence_threshold` (or there are no results): the
     /// agent should not present the top-1 as the answer.
     pub low_evidence: bool,
+    /// The best sentences of the top passages within `context_tokens` (empty: off).
+    pub context: Context,
 }
 
 /// The reflector's rule, kept apart so it is explicit and testable: the speculation is
@@ -275,6 +283,8 @@ pub struct StreamingRetriever<'i, E: Embed> {
     spare: String,
     /// Scratch of [`speculative_guess`](Self::speculative_guess).
     guess: Ranked,
+    /// Makes each final's `context`.
+    context: ContextBuilder,
 }
 
 impl<'i, E: Embed> StreamingRetriever<'i, E> {
@@ -290,6 +300,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         // The partial is normalised once, and that text is what the lexical query
         // analyses: it must be cut by the index's word rules.
         normalizer.set_rules(searcher.index().word_rules());
+        crate::context::notice_without_sentences(searcher.index(), cfg.context_tokens);
         StreamingRetriever {
             cfg,
             embedder,
@@ -300,6 +311,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             parked: Vec::new(),
             spare: String::with_capacity(1024),
             guess: Ranked::new(),
+            context: ContextBuilder::new(),
         }
     }
 
@@ -499,11 +511,36 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         let outcome = self.finish(&final_norm).map(|mut o| {
             o.confidence = confidence::of_ranked(self.cfg.retriever, &o.hits);
             o.low_evidence = confidence::is_low(o.confidence, self.cfg.low_evidence_threshold);
+            self.add_context(&final_norm, &mut o);
             o
         });
         self.spare = final_norm; // keep the buffer's capacity
         self.reset();
         outcome
+    }
+
+    /// Ranks and packs the sentences of the results into `o.context` (budget
+    /// `context_tokens`; nothing when 0). The question's embedding is the final's when the
+    /// dense side ran.
+    fn add_context(&mut self, final_norm: &str, o: &mut Outcome) {
+        if self.cfg.context_tokens == 0 {
+            return;
+        }
+        let t = Instant::now();
+        let dense = !matches!(o.path, FinalPath::Lexical | FinalPath::Empty);
+        let query = dense.then(|| Query::new(&self.u.embedding));
+        let embedder = &mut self.embedder;
+        let mut count = |t: &str| crate::context::word_pieces(embedder, t);
+        self.context.build(
+            self.searcher.index(),
+            query.as_ref(),
+            final_norm,
+            &o.hits,
+            self.cfg.context_tokens,
+            &mut count,
+            &mut o.context,
+        );
+        o.timings.context_ms = ms_since(t);
     }
 
     fn finish(&mut self, final_norm: &str) -> Result<Outcome, EmbedError> {
@@ -516,6 +553,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             reused_embedding: false,
             confidence: None,
             low_evidence: true,
+            context: Context::default(),
         };
         if final_norm.is_empty() {
             return Ok(out);
