@@ -194,6 +194,7 @@ impl ContextBuilder {
     /// first), at most `budget` word pieces, into `out` (empty for budget 0 or no hits).
     /// `count` counts the word pieces of a text (for a cut, and for whole passages of an
     /// index without sentences): [`word_pieces`]. A damaged passage record is skipped.
+    #[allow(clippy::too_many_arguments)]
     pub fn build(
         &mut self,
         index: &Index,

@@ -202,7 +202,7 @@ mod tests {
     fn transcript_without_stops_is_cut_into_windows() {
         let words: Vec<String> = (0..130).map(|i| format!("w{i}")).collect();
         let mut t = words.join(" ");
-        t.insert_str(t.find(" w60").unwrap(), ",");
+        t.insert(t.find(" w60").unwrap(), ',');
         let s = sentences(&t);
         assert!(s.len() >= 4, "{s:?}");
         for r in &s {
