@@ -257,6 +257,10 @@ pub struct EvalArgs {
     /// Only the first N queries (and N streams)
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
+    /// Gold answers (`{"id", "answers": [...]}` lines): also report answer-in-context
+    /// against budget (32/64/128/256 word pieces) next to the top-1/3/10 passages
+    #[arg(long, value_name = "FILE")]
+    pub answers: Option<PathBuf>,
     /// Worker threads, each with its own embedder
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub workers: u16,
@@ -337,6 +341,10 @@ pub struct FusionFlags {
     /// Flag results whose top-1 confidence is below this as `evidence: "low"`, 0..=1
     #[arg(long, value_name = "P")]
     pub low_evidence_threshold: Option<f64>,
+    /// Word pieces of the `context` each answer carries: the best sentences of the top
+    /// passages (0: none; default 128)
+    #[arg(long, value_name = "N")]
+    pub context_tokens: Option<i64>,
 }
 
 impl FusionFlags {
@@ -347,6 +355,7 @@ impl FusionFlags {
             fusion: self.fusion,
             lexical_candidates: self.lexical_candidates,
             low_evidence_threshold: self.low_evidence_threshold,
+            context_tokens: self.context_tokens,
             ..Default::default()
         }
     }

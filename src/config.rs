@@ -5,7 +5,7 @@
 //! `embedder_threads`) plus primd's own, among them the retriever's (`retriever`:
 //! dense|lexical|hybrid, unset = the index decides; `fusion`: convex|rrf;
 //! `lexical_weight`; `lexical_candidates`; `revision_weight`; `low_evidence_threshold`;
-//! `trigger`: fixed|learned and `trigger_model`, the learned trigger's file). Every key can be
+//! `trigger`: fixed|learned and `trigger_model`, the learned trigger's file; `context_tokens`, the budget of each answer's `context`). Every key can be
 //! overridden by a flag of the same name (`--trigger-interval`, ...). Unknown keys and out-of-range values are
 //! refused with the key's name, so a typo never silently falls back to a default.
 
@@ -91,6 +91,7 @@ pub struct Layer1 {
     pub low_evidence_threshold: Option<f64>,
     pub trigger: Option<TriggerKind>,
     pub trigger_model: Option<PathBuf>,
+    pub context_tokens: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -144,7 +145,8 @@ impl Layer1 {
             revision_weight,
             low_evidence_threshold,
             trigger,
-            trigger_model
+            trigger_model,
+            context_tokens
         )
     }
 }
@@ -285,6 +287,13 @@ fn check(raw: Layer1) -> Result<RunConfig, ConfigError> {
             1.0,
         )?,
         trigger: d.trigger,
+        context_tokens: int(
+            "context_tokens",
+            raw.context_tokens,
+            d.context_tokens,
+            0,
+            crate::context::MAX_CONTEXT_TOKENS as i64,
+        )?,
     };
     // A model given without `trigger` means: use it.
     let trigger = match (raw.trigger, &raw.trigger_model) {

@@ -74,6 +74,7 @@ struct Ms {
     lexical: f64,
     scan: f64,
     rerank: f64,
+    context: f64,
     eou_to_result: f64,
 }
 
@@ -114,6 +115,10 @@ struct FinalJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     conversation: Option<ConversationJson>,
     results: Vec<ResultJson<'a>>,
+    /// The best sentences of the results within the budget (`crate::context`); absent
+    /// when the budget is 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context: Option<crate::context::ContextJson<'a>>,
     ms: Ms,
     counts: CountsJson,
 }
@@ -199,11 +204,15 @@ fn encode(
                     turns: u.turns,
                 }),
                 results,
+                context: (outcome.context.budget > 0)
+                    .then(|| crate::context::to_json(index, &outcome.context))
+                    .transpose()?,
                 ms: Ms {
                     embed: outcome.timings.embed_ms,
                     lexical: outcome.timings.lexical_ms,
                     scan: outcome.timings.scan_ms,
                     rerank: outcome.timings.rerank_ms,
+                    context: outcome.timings.context_ms,
                     eou_to_result: *eou_to_result_ms,
                 },
                 counts: CountsJson {

@@ -101,6 +101,12 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
         sweep: args.sweep,
         progress: !args.quiet,
         retrievers,
+        answers: args
+            .answers
+            .as_deref()
+            .map(eval::context::Answers::load)
+            .transpose()?
+            .map(std::sync::Arc::new),
     };
     // Each worker forks its own embedder; the model is loaded once (an `Embedder` is
     // `Send` but not `Sync`, hence the lock, taken once per worker).

@@ -53,6 +53,9 @@ struct OutputLine<'a> {
     /// `"ok"`, or `"low"` when `confidence` is below `low_evidence_threshold`.
     evidence: &'static str,
     results: Vec<ResultJson<'a>>,
+    /// The best sentences of the results within `--context-tokens` (absent with 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context: Option<primd::context::ContextJson<'a>>,
     /// How the turn used its conversation (only for lines with a `conversation`).
     #[serde(skip_serializing_if = "Option::is_none")]
     conversation: Option<UsedJson>,
@@ -100,6 +103,8 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
         fusion: cfg.stream.fusion,
     };
     let mut searcher = HybridSearcher::new(&index)?;
+    let mut context = primd::context::ContextBuilder::new();
+    let mut packed = primd::context::Context::default();
     let mut hits = Ranked::new();
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -157,6 +162,20 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
             _ => None,
         };
         let confidence = confidence::of_ranked(retriever, &hits);
+        // The context is made from the retriever's own top passages, whatever k asks.
+        let context = (cfg.stream.context_tokens > 0)
+            .then(|| {
+                // Without a model (lexical retriever) a cut counts words, not pieces.
+                let mut count = |t: &str| match embedder.as_mut() {
+                    Some(e) => primd::context::word_pieces(e, t),
+                    None => t.split_whitespace().count(),
+                };
+                let budget = cfg.stream.context_tokens;
+                let q = query.as_ref();
+                context.build(&index, q, text, &hits, budget, &mut count, &mut packed);
+                primd::context::to_json(&index, &packed)
+            })
+            .transpose()?;
         hits.truncate(args.k as usize);
         let results = hits
             .iter()
@@ -167,6 +186,7 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
             confidence,
             evidence: confidence::evidence(confidence, cfg.stream.low_evidence_threshold),
             results,
+            context,
             conversation: used,
             ms: Timings {
                 embed: embed_ms,

@@ -92,6 +92,7 @@ impl Work for Fake {
             confidence: None,
             low_evidence: true,
             conversation: None,
+            context: Default::default(),
         })
     }
 }

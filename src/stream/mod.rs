@@ -60,6 +60,7 @@ pub mod trigger;
 use std::time::Instant;
 
 use crate::confidence;
+use crate::context::{Context, ContextBuilder};
 use crate::conversation::{self, ContextSearch, Conversation, ConversationConfig, Used};
 use crate::dense::{Candidates, DEFAULT_CANDIDATES, Query};
 use crate::embed::{DIM, Embed, EmbedError, Embedding, cosine};
@@ -111,6 +112,8 @@ pub struct StreamConfig {
     /// What decides the dense work per partial: the fixed rule (`trigger_interval`,
     /// idle embedding) or a learned model ([`trigger`]).
     pub trigger: Trigger,
+    /// Word pieces of `context` per final ([`crate::context`]; 0: none).
+    pub context_tokens: usize,
 }
 
 impl Default for StreamConfig {
@@ -131,6 +134,7 @@ impl Default for StreamConfig {
             revision_weight: 0.0,
             low_evidence_threshold: crate::confidence::DEFAULT_LOW_EVIDENCE_THRESHOLD,
             trigger: Trigger::Fixed,
+            context_tokens: crate::context::DEFAULT_CONTEXT_TOKENS,
         }
     }
 }
@@ -195,6 +199,8 @@ pub struct FinalTimings {
     pub scan_ms: f64,
     /// Dense rerank, and fusion for the hybrid retriever.
     pub rerank_ms: f64,
+    /// Ranking and packing the sentences of `context`.
+    pub context_ms: f64,
 }
 
 /// The result of one utterance.
@@ -217,6 +223,8 @@ pub struct Outcome {
     pub low_evidence: bool,
     /// How the conversation was used (`None`: conversations are off).
     pub conversation: Option<Used>,
+    /// The best sentences of the top passages within `context_tokens` (empty: off).
+    pub context: Context,
 }
 
 /// The reflector's rule, kept apart so it is explicit and testable: the speculation is
@@ -298,7 +306,9 @@ pub struct StreamingRetriever<'i, E: Embed> {
     guess: Ranked,
     conversation: ConversationConfig,
     /// Scratch of the context search.
-    context: ContextSearch,
+    conv_search: ContextSearch,
+    /// Makes each final's `context`.
+    context: ContextBuilder,
 }
 
 impl<'i, E: Embed> StreamingRetriever<'i, E> {
@@ -314,6 +324,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         // The partial is normalised once, and that text is what the lexical query
         // analyses: it must be cut by the index's word rules.
         normalizer.set_rules(searcher.index().word_rules());
+        crate::context::notice_without_sentences(searcher.index(), cfg.context_tokens);
         StreamingRetriever {
             cfg,
             embedder,
@@ -328,7 +339,8 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
                 enabled: false,
                 ..ConversationConfig::default()
             },
-            context: ContextSearch::new(),
+            conv_search: ContextSearch::new(),
+            context: ContextBuilder::new(),
         }
     }
 
@@ -558,6 +570,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             // not hide the ones it is measured against.
             o.confidence = confidence::of_ranked(self.cfg.retriever, &o.hits);
             o.low_evidence = confidence::is_low(o.confidence, self.cfg.low_evidence_threshold);
+            self.add_context(&final_norm, &mut o);
             o.hits.truncate(self.cfg.top_k);
             o
         });
@@ -589,7 +602,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         let vector = dense.then_some(&self.u.embedding);
         let used = conversation::turn(
             &mut self.u.conv,
-            &mut self.context,
+            &mut self.conv_search,
             &mut self.searcher,
             &p,
             &self.conversation,
@@ -604,6 +617,30 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         used
     }
 
+    /// Ranks and packs the sentences of the results into `o.context` (budget
+    /// `context_tokens`; nothing when 0). The question's embedding is the final's when the
+    /// dense side ran.
+    fn add_context(&mut self, final_norm: &str, o: &mut Outcome) {
+        if self.cfg.context_tokens == 0 {
+            return;
+        }
+        let t = Instant::now();
+        let dense = !matches!(o.path, FinalPath::Lexical | FinalPath::Empty);
+        let query = dense.then(|| Query::new(&self.u.embedding));
+        let embedder = &mut self.embedder;
+        let mut count = |t: &str| crate::context::word_pieces(embedder, t);
+        self.context.build(
+            self.searcher.index(),
+            query.as_ref(),
+            final_norm,
+            &o.hits,
+            self.cfg.context_tokens,
+            &mut count,
+            &mut o.context,
+        );
+        o.timings.context_ms = ms_since(t);
+    }
+
     fn finish(&mut self, final_norm: &str) -> Result<Outcome, EmbedError> {
         let mut out = Outcome {
             path: FinalPath::Empty,
@@ -615,6 +652,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             confidence: None,
             low_evidence: true,
             conversation: None,
+            context: Context::default(),
         };
         if final_norm.is_empty() {
             return Ok(out);
