@@ -29,7 +29,7 @@ use primd::embed::{DIM, Embed, HashEmbedder};
 use primd::fusion::Scored;
 use primd::hits::Hits;
 use primd::index::{
-    FORMAT_VERSION, Index, IndexMeta, PassageRecord, WriteOptions, write_index, write_index_with,
+    FORMAT_VERSION, Index, IndexMeta, PassageRecord, WriteOptions, write_index_with,
 };
 use primd::lexical::{AnalyzerSpec, Bm25, DEFAULT_ANALYZER, LexicalSearcher, WordRules};
 

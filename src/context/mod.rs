@@ -30,10 +30,10 @@ pub mod split;
 use heapless::Vec as FixedVec;
 use serde::Serialize;
 
+use crate::dense::Query;
 use crate::embed::{Embed, MAX_TOKENS};
 use crate::fusion::Scored;
 use crate::index::{Index, IndexError, SentenceSpan, SentenceTable};
-use crate::search::Query;
 use pack::Cand;
 use rank::Ranker;
 

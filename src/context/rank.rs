@@ -16,9 +16,9 @@
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::pack::Cand;
+use crate::dense::Query;
 use crate::index::{Index, Sentences};
 use crate::lexical::{Analyzer, idf};
-use crate::search::Query;
 
 /// Weight of the idf-weighted term coverage (0..1) against the cosine.
 pub(crate) const LEXICAL_WEIGHT: f32 = 0.5;

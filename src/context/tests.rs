@@ -2,9 +2,9 @@
 //! text, the answering sentence is found where it is, and no input makes it panic.
 
 use super::*;
+use crate::dense::Query;
 use crate::embed::{DIM, HashEmbedder};
 use crate::fusion::Scored;
-use crate::search::Query;
 use crate::testing::hash_index_with;
 
 const CORPUS: &[(&str, &str)] = &[

@@ -30,9 +30,9 @@ pub mod settings;
 use heapless::Vec as FixedVec;
 
 use crate::confidence;
+use crate::dense::Query;
 use crate::embed::{DIM, Embedding};
 use crate::retriever::{HybridSearcher, Ranked, SearchParams};
-use crate::dense::Query;
 pub use cues::{Cues, cues};
 
 /// Turns a conversation remembers.

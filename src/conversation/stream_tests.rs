@@ -5,8 +5,8 @@
 use super::tests::CORPUS;
 use super::*;
 use crate::embed::HashEmbedder;
-use crate::retriever::Retriever;
 use crate::index::Index;
+use crate::retriever::Retriever;
 use crate::stream::normalize::Normalizer;
 use crate::stream::tests::{NoAlloc, alloc_count};
 use crate::stream::{StreamConfig, StreamingRetriever};

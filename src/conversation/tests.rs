@@ -4,8 +4,8 @@
 use super::*;
 use crate::embed::{Embed, HashEmbedder};
 use crate::fusion::Fusion;
-use crate::retriever::Retriever;
 use crate::index::Index;
+use crate::retriever::Retriever;
 
 pub(crate) const CORPUS: &[(&str, &str)] = &[
     (

@@ -19,11 +19,11 @@ use super::data::{QueryRecord, StreamRecord};
 use super::progress::{Progress, run_parallel};
 use crate::config::RunConfig;
 use crate::context::{Context, ContextBuilder, to_json, word_pieces};
+use crate::dense::Query;
 use crate::embed::{DIM, Embed};
 use crate::fusion::Scored;
-use crate::hybrid::{HybridSearcher, Ranked, Retriever, SearchParams};
 use crate::index::Index;
-use crate::search::Query;
+use crate::retriever::{HybridSearcher, Ranked, Retriever, SearchParams};
 use crate::stream::normalize::Normalizer;
 
 /// The budgets measured, in word pieces.

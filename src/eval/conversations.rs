@@ -20,10 +20,10 @@ use serde::{Deserialize, Serialize};
 use super::data::{Qrels, Relevance};
 use super::metrics::percentile;
 use crate::conversation::{self, ContextSearch, ConversationConfig, Conversations};
-use crate::embed::{DIM, Embed};
-use crate::retriever::{HybridSearcher, Ranked, SearchParams};
-use crate::index::Index;
 use crate::dense::Query;
+use crate::embed::{DIM, Embed};
+use crate::index::Index;
+use crate::retriever::{HybridSearcher, Ranked, SearchParams};
 
 /// The kinds of turn reported, in report order.
 pub const KINDS: [&str; 4] = ["first", "follow-up", "switch", "later"];
