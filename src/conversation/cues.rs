@@ -32,6 +32,10 @@ const ANAPHORA: [&str; 17] = [
 
 const DEICTIC: [&str; 2] = ["that", "this"];
 
+/// Forms of "be" that make "there" existential ("is there a café?", "there are
+/// lockers"), not a place named before ("what is open there?").
+const EXISTENTIAL_BE: [&str; 7] = ["is", "are", "was", "were", "be", "been", "isn't"];
+
 /// Words after "that"/"this" that show it is a pronoun, not a determiner.
 const AFTER_PRONOUN: [&str; 36] = [
     "is", "was", "are", "were", "be", "been", "has", "have", "had", "do", "does", "did", "can",
@@ -88,10 +92,21 @@ pub struct Cues {
 impl Cues {
     /// The words alone say the turn leans on earlier ones.
     pub fn need(&self) -> bool {
-        self.anaphora
-            || self.elliptic
-            || (self.words > 0 && self.words <= SHORT_TURN_WORDS)
-            || (self.words > 0 && self.content <= SHORT_CONTENT_WORDS)
+        self.strong() || self.weak()
+    }
+
+    /// A word stands for an earlier topic, the turn starts like a follow-up, or it is
+    /// too short to name anything ("why?"): it leans on earlier turns whatever it is
+    /// about.
+    pub fn strong(&self) -> bool {
+        self.anaphora || self.elliptic || (self.words > 0 && self.words <= SHORT_TURN_WORDS)
+    }
+
+    /// Only few content words ("what are the risks?", but also "where are the
+    /// toilets?"): it may lean on earlier turns or be a short question of its own, so
+    /// the evidence of the two searches decides ([`super::decide`]).
+    pub fn weak(&self) -> bool {
+        self.words > 0 && self.content <= SHORT_CONTENT_WORDS
     }
 }
 
@@ -104,6 +119,11 @@ fn words(text: &str) -> impl Iterator<Item = &str> {
         .map(|w| w.strip_suffix("'s").unwrap_or(w))
 }
 
+/// "there" next to a form of "be" is existential, not a place.
+fn is_be(w: Option<&str>) -> bool {
+    w.is_some_and(|w| EXISTENTIAL_BE.iter().any(|b| eq(b, w)))
+}
+
 fn eq(a: &str, b: &str) -> bool {
     a.eq_ignore_ascii_case(b)
 }
@@ -113,6 +133,7 @@ pub fn cues(text: &str) -> Cues {
     let mut c = Cues::default();
     let mut prev: Option<&str> = None;
     let mut lead = [""; 2];
+    let mut before_prev: Option<&str> = None;
     for w in words(text) {
         if c.words < 2 {
             lead[c.words] = w;
@@ -121,7 +142,10 @@ pub fn cues(text: &str) -> Cues {
         if !FUNCTION_WORDS.iter().any(|f| eq(f, w)) {
             c.content += 1;
         }
-        if ANAPHORA.iter().any(|a| eq(a, w)) {
+        if ANAPHORA.iter().any(|a| eq(a, w)) && !eq(w, "there") {
+            c.anaphora = true;
+        }
+        if prev.is_some_and(|p| eq(p, "there")) && !is_be(before_prev) && !is_be(Some(w)) {
             c.anaphora = true;
         }
         if let Some(p) = prev
@@ -130,12 +154,16 @@ pub fn cues(text: &str) -> Cues {
         {
             c.anaphora = true;
         }
+        before_prev = prev;
         prev = Some(w);
     }
     if let Some(p) = prev
         && DEICTIC.iter().any(|d| eq(d, p))
     {
         c.anaphora = true; // "... that?", "what about this"
+    }
+    if prev.is_some_and(|p| eq(p, "there")) && !is_be(before_prev) {
+        c.anaphora = true; // "what is open there?"
     }
     c.elliptic = ELLIPTIC_LEADS
         .iter()
@@ -161,9 +189,33 @@ mod tests {
             "why?",
             "What are the risks?",
             "How tough is the exam?",
+            "How do I get there?",
+            "what was built there in 1900",
         ] {
             assert!(cues(t).need(), "{t}");
         }
+    }
+
+    #[test]
+    fn an_existential_there_is_no_place_named_before() {
+        for t in [
+            "Is there free Wi-Fi, and what's the password?",
+            "Are there lockers for coats",
+            "there are how many exits",
+        ] {
+            assert!(!cues(t).anaphora, "{t}");
+        }
+        assert!(cues("what is open there on sundays").anaphora);
+    }
+
+    #[test]
+    fn few_content_words_are_a_weak_cue_pronouns_a_strong_one() {
+        let toilets = cues("Where are the toilets?");
+        assert!(toilets.weak() && !toilets.strong());
+        let designed = cues("Who designed it?");
+        assert!(designed.strong());
+        let named = cues("When was the Victoria and Albert Museum built?");
+        assert!(!named.weak() && !named.strong());
     }
 
     #[test]

@@ -286,15 +286,18 @@ pub fn mix(a: &Embedding, b: &Embedding, w: f32, out: &mut Embedding) {
 }
 
 /// Whether the turn's results should be the context search's, given the turn's cues and
-/// the confidence of each search ([`confidence`]). `Cues`: the words lean on earlier
-/// turns, and the context search is not much less confident than a confident search
-/// alone (a question that names its own topic keeps its own results).
+/// the confidence of each search ([`confidence`]). `Cues`: a strong cue (a pronoun, an
+/// elliptic lead, a turn of three words or fewer) takes the context search unless the
+/// turn alone was confident and the context search much less so (a question that names
+/// its own topic keeps its own results); a weak cue (only few content words: "where are
+/// the toilets?" may well stand alone) takes it only when it is the more confident one.
 pub fn decide(decision: Decision, cues: &Cues, alone: Option<f32>, context: Option<f32>) -> bool {
     let (a, c) = (alone.unwrap_or(0.0), context.unwrap_or(0.0));
     match decision {
         Decision::Always => true,
         Decision::Evidence => c > a,
-        Decision::Cues => cues.need() && !(a >= CONFIDENT_ALONE && c < a - CONFIDENCE_MARGIN),
+        Decision::Cues if cues.strong() => !(a >= CONFIDENT_ALONE && c < a - CONFIDENCE_MARGIN),
+        Decision::Cues => cues.weak() && c > a,
     }
 }
 

@@ -40,10 +40,10 @@ def rust_consts():
     short = int(re.search(r"SHORT_TURN_WORDS: usize = (\d+);", src).group(1))
     content = int(re.search(r"SHORT_CONTENT_WORDS: usize = (\d+);", src).group(1))
     return (set(words("ANAPHORA")), set(words("DEICTIC")), set(words("AFTER_PRONOUN")),
-            set(words("FUNCTION_WORDS")), leads, short, content)
+            set(words("FUNCTION_WORDS")), leads, short, content, set(words("EXISTENTIAL_BE")))
 
 
-ANAPHORA, DEICTIC, AFTER, FUNCTION, LEADS, SHORT, CONTENT = rust_consts()
+ANAPHORA, DEICTIC, AFTER, FUNCTION, LEADS, SHORT, CONTENT, BE = rust_consts()
 
 
 def words(text):
@@ -57,7 +57,10 @@ def words(text):
 
 def need(text):
     ws = list(words(text))
-    anaphora = any(w in ANAPHORA for w in ws)
+    anaphora = any(w in ANAPHORA and w != "there" for w in ws)
+    # "there" beside a form of "be" is existential ("is there a café?"), not a place
+    anaphora |= any(w == "there" and (i == 0 or ws[i - 1] not in BE)
+                    and (i + 1 == len(ws) or ws[i + 1] not in BE) for i, w in enumerate(ws))
     anaphora |= any(p in DEICTIC and w in AFTER for p, w in zip(ws, ws[1:]))
     anaphora |= bool(ws) and ws[-1] in DEICTIC
     elliptic = any(ws[:len(lead)] == lead for lead in LEADS if len(lead) <= len(ws))
