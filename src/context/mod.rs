@@ -218,7 +218,17 @@ impl ContextBuilder {
             return;
         };
         self.cands.clear();
+        let (lo, hi) = top
+            .iter()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), h| {
+                (lo.min(h.score), hi.max(h.score))
+            });
         for (rank, h) in top.iter().enumerate() {
+            let retrieval = if hi > lo && (hi - lo).is_finite() {
+                (h.score - lo) / (hi - lo)
+            } else {
+                1.0
+            };
             let Ok(p) = index.passage(h.index as usize) else {
                 continue;
             };
@@ -229,7 +239,7 @@ impl ContextBuilder {
                 if b > p.text.len() || !p.text.is_char_boundary(a) || !p.text.is_char_boundary(b) {
                     continue;
                 }
-                let c = Cand::new(h.index, rank, k as u32, sp, &p.text[a..b]);
+                let c = Cand::new(h.index, rank, retrieval, k as u32, sp, &p.text[a..b]);
                 if self.cands.push(c).is_err() {
                     break;
                 }

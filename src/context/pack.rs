@@ -34,6 +34,9 @@ pub(crate) struct Cand {
     pub passage: u32,
     /// Its passage's position in the results.
     pub rank: usize,
+    /// Its passage's retrieval score, min-max normalised over the ranked passages (1 for
+    /// the best; 1 for all when they tie).
+    pub retrieval: f32,
     /// Its id in the sentence section.
     pub sentence: u32,
     pub span: SentenceSpan,
@@ -46,13 +49,21 @@ pub(crate) struct Cand {
 }
 
 impl Cand {
-    pub fn new(passage: u32, rank: usize, sentence: u32, span: SentenceSpan, text: &str) -> Self {
+    pub fn new(
+        passage: u32,
+        rank: usize,
+        retrieval: f32,
+        sentence: u32,
+        span: SentenceSpan,
+        text: &str,
+    ) -> Self {
         let first = text.split_whitespace().next().unwrap_or("");
         let first = first.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'');
         let pronoun = PRONOUNS.iter().any(|p| first.eq_ignore_ascii_case(p));
         Cand {
             passage,
             rank,
+            retrieval,
             sentence,
             span,
             score: 0.0,

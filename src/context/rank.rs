@@ -1,16 +1,21 @@
 //! Scores the candidate sentences by the question.
 //!
-//! A sentence's score is `cosine + LEXICAL_WEIGHT · coverage − RANK_PENALTY · rank`:
+//! A sentence's score is `cosine + LEXICAL_WEIGHT · coverage + PASSAGE_WEIGHT ·
+//! retrieval − RANK_PENALTY · rank`:
 //! - `cosine`: the question's embedding against the sentence's int8 vector (the meaning,
 //!   robust to rewording);
 //! - `coverage`: the share of the question's idf mass (its terms in the index's lexical
 //!   analysis, char n-grams by default, weighted by their idf in the corpus) that the
 //!   sentence contains: the names and rare words a question is about, and, n-grams, their
 //!   misspellings by the recognizer;
+//! - `retrieval`: its passage's retrieval score, min-max normalised over the ranked
+//!   passages (1 for the best): a sentence is read in its passage, and a passage that
+//!   matches the whole question is where the answer most often is;
 //! - `rank`: the sentence's passage's position in the results (0 for the top-1), so a
 //!   sentence of the passage retrieval trusts most wins a tie.
 //!
-//! Weights set on the Spoken-SQuAD dev questions from a few round values (docs/context.md);
+//! Weights chosen on the Spoken-SQuAD dev questions from a small grid of round values
+//! (docs/context.md): neighbours of the best values differ by less than half a point;
 //! no term of the question known to the index (or no lexical section) leaves the cosine.
 
 use xxhash_rust::xxh3::xxh3_64;
@@ -21,7 +26,9 @@ use crate::index::{Index, Sentences};
 use crate::lexical::{Analyzer, idf};
 
 /// Weight of the idf-weighted term coverage (0..1) against the cosine.
-pub(crate) const LEXICAL_WEIGHT: f32 = 0.5;
+pub(crate) const LEXICAL_WEIGHT: f32 = 1.0;
+/// Weight of the passage's normalised retrieval score.
+pub(crate) const PASSAGE_WEIGHT: f32 = 0.2;
 /// Score taken off per passage rank.
 pub(crate) const RANK_PENALTY: f32 = 0.03;
 
@@ -83,7 +90,8 @@ impl Ranker {
                 Some(lex) if self.total > 0.0 => self.coverage(lex.spec(), c.text(index)),
                 _ => 0.0,
             };
-            c.score = cosine + LEXICAL_WEIGHT * coverage - RANK_PENALTY * c.rank as f32;
+            c.score = cosine + LEXICAL_WEIGHT * coverage + PASSAGE_WEIGHT * c.retrieval
+                - RANK_PENALTY * c.rank as f32;
         }
     }
 

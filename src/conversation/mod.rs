@@ -51,10 +51,10 @@ pub const TOP: usize = 10;
 pub const DEFAULT_GAP_MS: u64 = 30_000;
 
 /// Default lexical weight of the topic's terms (a turn's own terms weigh 1).
-pub const DEFAULT_TOPIC_WEIGHT: f32 = 0.5;
+pub const DEFAULT_TOPIC_WEIGHT: f32 = 0.75;
 
 /// Default weight of the topic's vector added to the turn's.
-pub const DEFAULT_VECTOR_WEIGHT: f32 = 0.7;
+pub const DEFAULT_VECTOR_WEIGHT: f32 = 0.3;
 
 /// The `[conversation]` settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -211,9 +211,12 @@ impl Conversation {
     }
 
     /// Remembers a finished turn: its text, its own vector (`None`: no embedding), its
-    /// results and whether they came from the context search. The topic moves on: the
-    /// turn's text, followed by the old topic's when the turn leaned on it; the topic
-    /// vector likewise (`vector_weight` of the old one added).
+    /// results, whether they came from the context search, and the title of its top
+    /// passage (`""`: none). The topic moves on: the title when there is one (what a
+    /// pronoun in the next turn most likely stands for: "the museum", "Super Bowl 50"),
+    /// else the turn's text followed by the old topic's when the turn leaned on it; the
+    /// topic vector likewise (`vector_weight` of the old one added).
+    #[allow(clippy::too_many_arguments)]
     pub fn record(
         &mut self,
         text: &str,
@@ -222,6 +225,7 @@ impl Conversation {
         confidence: Option<f32>,
         used_context: bool,
         vector_weight: f32,
+        title: &str,
     ) {
         let slot = (self.count % MAX_TURNS as u64) as usize;
         let t = &mut self.turns[slot];
@@ -240,8 +244,13 @@ impl Conversation {
         self.count += 1;
 
         self.spare.clear();
-        push_cut(&mut self.spare, text, TEXT_BYTES);
-        if used_context && !self.topic.is_empty() {
+        let title = title.trim();
+        if !title.is_empty() {
+            push_cut(&mut self.spare, title, TEXT_BYTES);
+        } else {
+            push_cut(&mut self.spare, text, TEXT_BYTES);
+        }
+        if title.is_empty() && used_context && !self.topic.is_empty() {
             let room = TEXT_BYTES.saturating_sub(self.spare.len() + 1);
             if room > 0 {
                 self.spare.push(' ');
@@ -408,7 +417,20 @@ pub fn turn(
     }
     let conf = confidence::of_ranked(p.retriever, alone);
     if !text.trim().is_empty() {
-        conv.record(text, vector, alone, conf, used.used, cfg.vector_weight);
+        let index = searcher.index();
+        let title = alone
+            .first()
+            .and_then(|h| index.passage(h.index as usize).ok())
+            .map_or("", |p| p.title);
+        conv.record(
+            text,
+            vector,
+            alone,
+            conf,
+            used.used,
+            cfg.vector_weight,
+            title,
+        );
     }
     used
 }

@@ -25,6 +25,14 @@ prints hit@1 / hit@10 / MRR@10 per turn kind. Standard library only.
         --out ~/.cache/primd-conv/dev.jsonl [--seed 47 --conversations 300]
     python3 tools/eval/conversations.py baselines --index ss.idx \
         --conversations ~/.cache/primd-conv/dev.jsonl --qrels .../qrels.tsv
+
+`replay` sends the same turns as finals through `primd run`, the daemon's own path:
+`--via socket` to one daemon, one protocol session per conversation (closed after
+it); `--via pipe` to one `primd run` per conversation on stdin (the pipe is one
+conversation, a kiosk's visitor). Prints the same table.
+
+    python3 tools/eval/conversations.py replay --via socket --index ss.idx \
+        --conversations ~/.cache/primd-conv/dev.jsonl --qrels .../qrels.tsv
 """
 
 import argparse
@@ -302,6 +310,70 @@ def baselines(args):
         print(f"| {kind} | {n} | " + " | ".join(cells) + " |")
 
 
+def replay(args):
+    """Finals through `primd run`: a socket session, or the pipe, per conversation."""
+    import socket
+    import tempfile
+    import time
+    turns = list(dataset.records(args.conversations))
+    qrels = load_qrels(args.qrels)
+    primd = args.primd or os.path.join(ROOT, "target", "release", "primd")
+    base = [primd, "run", "--index", args.index, "--top-k", "10"]
+    if args.model:
+        base += ["--model", args.model]
+    if args.no_context and args.via == "pipe":
+        base += ["--no-context"]
+    convs = defaultdict(list)
+    for t in turns:
+        convs[t["conversation"]].append(t)
+    results = {}
+    if args.via == "pipe":
+        for ts in convs.values():
+            inp = "".join(json.dumps({"final": t["text"]}) + "\n" for t in ts).encode()
+            out = subprocess.run(base + ["--input", "-"], input=inp, capture_output=True,
+                                 check=True).stdout.decode().splitlines()
+            if len(out) != len(ts):
+                raise SystemExit(f"pipe: {len(ts)} turns, {len(out)} results")
+            for t, line in zip(ts, out):
+                results[t["id"]] = [h["id"] for h in json.loads(line)["results"]]
+    else:
+        path = os.path.join(tempfile.mkdtemp(), "primd.sock")
+        daemon = subprocess.Popen(base + ["--listen", "unix:" + path, "--input", "none"],
+                                  stdout=subprocess.DEVNULL)
+        try:
+            for _ in range(600):
+                if os.path.exists(path):
+                    break
+                time.sleep(0.1)
+            sock = socket.socket(socket.AF_UNIX)
+            sock.connect(path)
+            reader = sock.makefile("r")
+            for name, ts in convs.items():
+                for i, t in enumerate(ts):
+                    msg = {"session": name, "turn": i, "final": t["text"]}
+                    if args.no_context:
+                        msg["context"] = False
+                    sock.sendall((json.dumps(msg) + "\n").encode())
+                    while True:
+                        r = json.loads(reader.readline())
+                        if r.get("type") == "final" and r.get("session") == name:
+                            break
+                        if r.get("type") == "error":
+                            raise SystemExit(f"socket: {r}")
+                    results[t["id"]] = [h["id"] for h in r["results"]]
+                sock.sendall((json.dumps({"cmd": "close", "session": name}) + "\n").encode())
+        finally:
+            daemon.terminate()
+            daemon.wait()
+    tab = table(turns, results, qrels)
+    ctx = "alone" if args.no_context else "context"
+    print(f"| turn | n | {args.via}, {ctx}: hit@1 / hit@10 / MRR@10 |")
+    print("| --- | --- | --- |")
+    for kind in ("first", "follow-up", "switch"):
+        h1, h10, mrr, n = tab[kind]
+        print(f"| {kind} | {n} | {h1:.3f} / {h10:.3f} / {mrr:.3f} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="what", required=True)
@@ -319,8 +391,19 @@ def main():
     b.add_argument("--no-context", action="store_true",
                    help="skip the run with primd's own conversation context")
     b.add_argument("extra", nargs="*", help="flags passed to the context run of primd search")
+    r = sub.add_parser("replay")
+    r.add_argument("--via", choices=["socket", "pipe"], required=True)
+    r.add_argument("--conversations", required=True)
+    r.add_argument("--qrels", required=True)
+    r.add_argument("--index", required=True)
+    r.add_argument("--model")
+    r.add_argument("--primd")
+    r.add_argument("--no-context", action="store_true",
+                   help="every turn alone (\"context\": false on the socket, --no-context)")
     args = ap.parse_args()
-    if args.what == "make":
+    if args.what == "replay":
+        replay(args)
+    elif args.what == "make":
         dataset.resolve(m, args, ["corpus", "queries", "qrels"])
         make(args)
     else:
