@@ -361,17 +361,25 @@ fn build_cost(passages: &[PassageRecord]) {
     let _ = std::fs::create_dir_all(&dir);
     let path = dir.join("build-cost.idx");
     for (name, opts) in [
-        ("dense only", WriteOptions { lexical: None }),
+        (
+            "dense only",
+            WriteOptions {
+                lexical: None,
+                sentences: None,
+            },
+        ),
         (
             "dense + lexical char4",
             WriteOptions {
                 lexical: Some((DEFAULT_ANALYZER, Bm25::default())),
+                sentences: None,
             },
         ),
         (
             "dense + lexical words",
             WriteOptions {
                 lexical: Some((WORDS, Bm25::default())),
+                sentences: None,
             },
         ),
     ] {
@@ -428,6 +436,7 @@ fn speculative_step(c: &mut Criterion, name: &str, passages: &[PassageRecord], q
     let path = dir.join(format!("speculative-{}.idx", passages.len()));
     let opts = WriteOptions {
         lexical: Some((DEFAULT_ANALYZER, Bm25::default())),
+        sentences: None,
     };
     write_index_with(&path, &meta, passages, &vectors, &opts).unwrap();
     drop(vectors);

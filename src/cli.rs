@@ -122,6 +122,8 @@ pub struct SearchArgs {
     pub retriever: Option<Retriever>,
     #[command(flatten)]
     pub fusion: FusionFlags,
+    #[command(flatten)]
+    pub conversation: primd::conversation::settings::Flags,
     /// Check the index's full checksum before searching (reads the whole file)
     #[arg(long)]
     pub verify: bool,
@@ -191,6 +193,8 @@ pub struct RunArgs {
     pub pid_file: Option<PathBuf>,
     #[command(flatten)]
     pub wyoming: WyomingArgs,
+    #[command(flatten)]
+    pub conversation: primd::conversation::settings::Flags,
 }
 
 /// Home Assistant's Wyoming protocol (docs/wyoming.md).
@@ -214,8 +218,15 @@ pub struct EvalArgs {
     #[arg(long, value_name = "FILE")]
     pub index: PathBuf,
     /// Typed questions, JSON lines {"id", "text"}
-    #[arg(long, value_name = "FILE")]
-    pub queries: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "conversations")]
+    pub queries: Option<PathBuf>,
+    /// Conversations instead: JSON lines {"id", "text", "conversation"[, "kind"]}, one
+    /// turn per line in order (docs/conversations.md); reports each kind of turn with
+    /// the conversation's context on and off
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["streams", "train_trigger", "sweep"])]
+    pub conversations: Option<PathBuf>,
+    #[command(flatten)]
+    pub conversation: primd::conversation::settings::Flags,
     /// Relevance judgements: a header line, then query-id<TAB>corpus-id<TAB>score
     #[arg(long, value_name = "FILE")]
     pub qrels: PathBuf,
@@ -246,6 +257,10 @@ pub struct EvalArgs {
     /// Only the first N queries (and N streams)
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
+    /// Gold answers (`{"id", "answers": [...]}` lines): also report answer-in-context
+    /// against budget (32/64/128/256 word pieces) next to the top-1/3/10 passages
+    #[arg(long, value_name = "FILE")]
+    pub answers: Option<PathBuf>,
     /// Worker threads, each with its own embedder
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub workers: u16,
@@ -326,6 +341,10 @@ pub struct FusionFlags {
     /// Flag results whose top-1 confidence is below this as `evidence: "low"`, 0..=1
     #[arg(long, value_name = "P")]
     pub low_evidence_threshold: Option<f64>,
+    /// Word pieces of the `context` each answer carries: the best sentences of the top
+    /// passages (0: none; default 128)
+    #[arg(long, value_name = "N")]
+    pub context_tokens: Option<i64>,
 }
 
 impl FusionFlags {
@@ -336,6 +355,7 @@ impl FusionFlags {
             fusion: self.fusion,
             lexical_candidates: self.lexical_candidates,
             low_evidence_threshold: self.low_evidence_threshold,
+            context_tokens: self.context_tokens,
             ..Default::default()
         }
     }

@@ -5,7 +5,7 @@
 //! `embedder_threads`) plus primd's own, among them the retriever's (`retriever`:
 //! dense|lexical|hybrid, unset = the index decides; `fusion`: convex|rrf;
 //! `lexical_weight`; `lexical_candidates`; `revision_weight`; `low_evidence_threshold`;
-//! `trigger`: fixed|learned and `trigger_model`, the learned trigger's file). Every key can be
+//! `trigger`: fixed|learned and `trigger_model`, the learned trigger's file; `context_tokens`, the budget of each answer's `context`). Every key can be
 //! overridden by a flag of the same name (`--trigger-interval`, ...). Unknown keys and out-of-range values are
 //! refused with the key's name, so a typo never silently falls back to a default.
 
@@ -36,6 +36,8 @@ pub struct RunConfig {
     /// Which trigger; `learned` loads `trigger_model` ([`RunConfig::load_trigger`]).
     pub trigger: TriggerKind,
     pub trigger_model: Option<PathBuf>,
+    /// The `[conversation]` section (its flags are applied by the commands).
+    pub conversation: crate::conversation::ConversationConfig,
 }
 
 impl RunConfig {
@@ -89,6 +91,7 @@ pub struct Layer1 {
     pub low_evidence_threshold: Option<f64>,
     pub trigger: Option<TriggerKind>,
     pub trigger_model: Option<PathBuf>,
+    pub context_tokens: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -96,6 +99,8 @@ pub struct Layer1 {
 struct FileConfig {
     #[serde(default)]
     layer1: Layer1,
+    #[serde(default)]
+    conversation: crate::conversation::settings::Keys,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +114,8 @@ pub enum ConfigError {
     Parse { path: PathBuf, reason: String },
     #[error("invalid layer1.{key}: {reason}")]
     Invalid { key: &'static str, reason: String },
+    #[error(transparent)]
+    Conversation(#[from] crate::conversation::settings::Invalid),
 }
 
 impl Layer1 {
@@ -138,13 +145,15 @@ impl Layer1 {
             revision_weight,
             low_evidence_threshold,
             trigger,
-            trigger_model
+            trigger_model,
+            context_tokens
         )
     }
 }
 
 /// Reads the optional file, applies `flags` over it, checks every value.
 pub fn load(path: Option<&Path>, flags: Layer1) -> Result<RunConfig, ConfigError> {
+    let mut conversation = Default::default();
     let file = match path {
         None => Layer1::default(),
         Some(p) => {
@@ -156,10 +165,13 @@ pub fn load(path: Option<&Path>, flags: Layer1) -> Result<RunConfig, ConfigError
                 path: p.into(),
                 reason: e.to_string(),
             })?;
+            conversation = parsed.conversation;
             parsed.layer1
         }
     };
-    check(file.overridden_by(flags))
+    let mut cfg = check(file.overridden_by(flags))?;
+    cfg.conversation = crate::conversation::settings::Keys::check(&conversation)?;
+    Ok(cfg)
 }
 
 fn int(
@@ -275,6 +287,13 @@ fn check(raw: Layer1) -> Result<RunConfig, ConfigError> {
             1.0,
         )?,
         trigger: d.trigger,
+        context_tokens: int(
+            "context_tokens",
+            raw.context_tokens,
+            d.context_tokens,
+            0,
+            crate::context::MAX_CONTEXT_TOKENS as i64,
+        )?,
     };
     // A model given without `trigger` means: use it.
     let trigger = match (raw.trigger, &raw.trigger_model) {
@@ -314,6 +333,7 @@ fn check(raw: Layer1) -> Result<RunConfig, ConfigError> {
             .unwrap_or_else(|| DEFAULT_FILLERS.iter().map(|s| s.to_string()).collect()),
         trigger,
         trigger_model: raw.trigger_model,
+        conversation: Default::default(),
     })
 }
 

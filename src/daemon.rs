@@ -528,6 +528,7 @@ fn retrieve<E: Embed>(cfg: &RunConfig, embedder: E, mut live: Live) -> anyhow::R
         let searcher = HybridSearcher::new(&index)?;
         let normalizer = Normalizer::new(cfg.fillers.iter().map(String::as_str));
         let mut r = StreamingRetriever::new(cfg.stream.clone(), embedder, searcher, normalizer);
+        r.set_conversation(cfg.conversation);
         if !ready {
             ready = true;
             live.notifier.ready(&format!(

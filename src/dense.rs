@@ -43,6 +43,15 @@ impl Query {
         q.scale = quantize_i8(embedding, &mut q.int8);
         q
     }
+
+    /// The int8 cosine estimate of the query and a stored int8 vector `v` with its
+    /// `scale` (a sentence's: `crate::context`); 0 for a vector of another width.
+    pub fn cosine_i8(&self, v: &[i8], scale: f32) -> f32 {
+        if v.len() != DIM {
+            return 0.0;
+        }
+        scan::dot_i8(&self.int8, v) as f32 * self.scale * scale
+    }
 }
 
 /// Searches one index; owns the top-k scratch space, so make one per thread.

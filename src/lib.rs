@@ -32,6 +32,8 @@ pub mod announce;
 pub mod bench;
 pub mod confidence;
 pub mod config;
+pub mod context;
+pub mod conversation;
 pub mod daemon;
 pub mod dense;
 pub mod embed;

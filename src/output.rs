@@ -74,6 +74,7 @@ struct Ms {
     lexical: f64,
     scan: f64,
     rerank: f64,
+    context: f64,
     eou_to_result: f64,
 }
 
@@ -110,9 +111,22 @@ struct FinalJson<'a> {
     confidence: Option<f32>,
     /// `"ok"`, or `"low"`: the agent should not present the top-1 as the answer.
     evidence: &'static str,
+    /// How the turn used its conversation (absent when conversations are off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conversation: Option<ConversationJson>,
     results: Vec<ResultJson<'a>>,
+    /// The best sentences of the results within the budget (`crate::context`); absent
+    /// when the budget is 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context: Option<crate::context::ContextJson<'a>>,
     ms: Ms,
     counts: CountsJson,
+}
+
+#[derive(Serialize)]
+struct ConversationJson {
+    used: bool,
+    turns: u32,
 }
 
 #[derive(Serialize)]
@@ -185,12 +199,20 @@ fn encode(
                 speculation_cosine: outcome.speculation_cosine,
                 confidence: outcome.confidence,
                 evidence: crate::confidence::label(outcome.low_evidence),
+                conversation: outcome.conversation.map(|u| ConversationJson {
+                    used: u.used,
+                    turns: u.turns,
+                }),
                 results,
+                context: (outcome.context.budget > 0)
+                    .then(|| crate::context::to_json(index, &outcome.context))
+                    .transpose()?,
                 ms: Ms {
                     embed: outcome.timings.embed_ms,
                     lexical: outcome.timings.lexical_ms,
                     scan: outcome.timings.scan_ms,
                     rerank: outcome.timings.rerank_ms,
+                    context: outcome.timings.context_ms,
                     eou_to_result: *eou_to_result_ms,
                 },
                 counts: CountsJson {

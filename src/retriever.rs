@@ -215,6 +215,20 @@ impl<'a> HybridSearcher<'a> {
         text: &str,
         out: &mut Ranked,
     ) -> SearchTimings {
+        self.search_with(p, query, text, "", 0.0, out)
+    }
+
+    /// [`search`](Self::search) with the terms of `extra` added to the lexical query at
+    /// weight `extra_weight` (a conversation's topic: [`crate::conversation`]).
+    pub fn search_with(
+        &mut self,
+        p: &SearchParams,
+        query: Option<&Query>,
+        text: &str,
+        extra: &str,
+        extra_weight: f32,
+        out: &mut Ranked,
+    ) -> SearchTimings {
         let mut t = SearchTimings::default();
         out.clear();
         let mut lex_hits = std::mem::take(&mut self.lex_hits);
@@ -227,7 +241,7 @@ impl<'a> HybridSearcher<'a> {
                 Retriever::Lexical => p.k,
                 _ => p.lexical_candidates,
             };
-            self.lexical(text, "", 0.0, k, &mut lex_hits);
+            self.lexical(text, extra, extra_weight, k, &mut lex_hits);
             t.lexical_ms = ms_since(t0);
         }
         match (p.retriever, query) {

@@ -91,6 +91,12 @@ pub trait Work {
     }
     /// Forgets the current lane's utterance in progress (no result).
     fn abandon(&mut self) {}
+    /// Forgets the current lane's conversation (earlier turns).
+    fn forget(&mut self) {}
+    /// Whether the current lane's turn in progress may use its conversation.
+    fn set_context(&mut self, on: bool) {
+        let _ = on;
+    }
 }
 
 impl<E: Embed> Work for StreamingRetriever<'_, E> {
@@ -108,6 +114,12 @@ impl<E: Embed> Work for StreamingRetriever<'_, E> {
     }
     fn abandon(&mut self) {
         StreamingRetriever::reset(self)
+    }
+    fn forget(&mut self) {
+        StreamingRetriever::forget(self)
+    }
+    fn set_context(&mut self, on: bool) {
+        StreamingRetriever::set_context(self, on)
     }
 }
 
@@ -326,6 +338,11 @@ pub enum LaneOp {
     EndOfInput,
     /// The open utterance is dropped and the lane freed (the session closed).
     Close,
+    /// The lane's conversation is forgotten (`{"cmd":"reset"}`); an open turn goes on.
+    Reset,
+    /// Whether the lane's turn in progress (or its next one) may use the conversation
+    /// (a message's `"context"`); back to true when the turn ends.
+    Context { on: bool },
 }
 
 /// Where a piece of work belongs, for [`Driver::observed_in`].
@@ -562,6 +579,18 @@ impl<T: Time> Scheduler<T> {
                     self.live_lanes += 1;
                 }
                 *lane = Lane::new(endpoint);
+                w.switch(l);
+                w.forget(); // a new session on the lane starts its own conversation
+                Flow::Continue
+            }
+            LaneOp::Reset => {
+                w.switch(l);
+                w.forget();
+                Flow::Continue
+            }
+            LaneOp::Context { on } => {
+                w.switch(l);
+                w.set_context(on);
                 Flow::Continue
             }
             LaneOp::Transcript { turn, ev } => self.transcript(w, d, l, Some(turn), ev, at),
@@ -582,6 +611,8 @@ impl<T: Time> Scheduler<T> {
             }
             LaneOp::Close => {
                 self.abandon(w, l);
+                w.switch(l);
+                w.forget(); // the conversation goes with the session
                 let lane = &mut self.lanes[l];
                 if lane.live && l != STT_LANE {
                     lane.live = false;

@@ -60,8 +60,18 @@ pub fn require_kernels(module: &str, catalogue: &[&str], ran: &[&str]) {
 /// ([`HashEmbedder`](crate::embed::HashEmbedder)), written (with its lexical section) to
 /// `dir/t.idx` and opened: the small hand-made corpus of unit tests.
 pub fn hash_index(dir: &std::path::Path, corpus: &[(&str, &str)]) -> crate::index::Index {
+    hash_index_with(dir, corpus, false)
+}
+
+/// [`hash_index`], with the sentence section (`sentences`) or without (an index as
+/// built before format v6).
+pub fn hash_index_with(
+    dir: &std::path::Path,
+    corpus: &[(&str, &str)],
+    sentences: bool,
+) -> crate::index::Index {
     use crate::embed::{DIM, Embed, HashEmbedder};
-    use crate::index::{Index, IndexMeta, PassageRecord, write_index};
+    use crate::index::{Index, IndexMeta, PassageRecord, WriteOptions, write_index_with};
     let mut e = HashEmbedder;
     let mut vectors = Vec::new();
     let passages: Vec<_> = corpus
@@ -87,6 +97,10 @@ pub fn hash_index(dir: &std::path::Path, corpus: &[(&str, &str)]) -> crate::inde
         overlap_words: 0,
     };
     let path = dir.join("t.idx");
-    write_index(&path, &meta, &passages, &vectors).unwrap();
+    let options = WriteOptions {
+        sentences: sentences.then(|| crate::context::sentence_table(&mut e, &passages).unwrap()),
+        ..WriteOptions::default()
+    };
+    write_index_with(&path, &meta, &passages, &vectors, &options).unwrap();
     Index::open(&path).unwrap()
 }

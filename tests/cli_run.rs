@@ -456,7 +456,10 @@ fn an_index_without_a_lexical_section_runs_dense_with_a_notice() {
         overlap_words: 0,
     };
     let index = dir.path().join("dense-only.idx");
-    let opts = WriteOptions { lexical: None };
+    let opts = WriteOptions {
+        lexical: None,
+        sentences: None,
+    };
     write_index_with(&index, &meta, &passages, &vectors, &opts).unwrap();
 
     let out = run_stream(&index, &[]);

@@ -115,7 +115,13 @@ fn at_the_default_log_level_a_daemon_names_its_listeners_and_says_it_is_ready() 
     let (status, rest) = stop(child, &rx);
     assert!(status.success(), "{status:?} {rest:#?}");
     log.extend(rest);
-    let said: Vec<&str> = log.iter().map(|l| message(l)).collect();
+    // The test index predates sentences (format 5): the one notice saying so is not
+    // counted here (tests/golden.rs covers the fallback to whole passages).
+    let said: Vec<&str> = log
+        .iter()
+        .map(|l| message(l))
+        .filter(|m| !(m.starts_with("notice: ") && m.contains("has no sentences")))
+        .collect();
     assert_eq!(
         said.len(),
         3,

@@ -1,10 +1,13 @@
 //! The committed golden indexes must keep opening and searching the same way, and the
 //! writer must keep producing the current one byte for byte: a format change cannot slip by.
 //!
-//! - `golden-v5.idx` (current format): dense part + lexical section (default analyzer,
+//! - `golden-v6.idx` (current format): dense part + lexical section (default analyzer,
 //!   char 4-grams across words, numbers spelled out, BM25 1.2 / 0.75, word rules version
-//!   2: Latin diacritics folded; analyzer version 4). Reproduced byte for byte, searched
-//!   both ways.
+//!   2: Latin diacritics folded; analyzer version 4) + sentence section (each passage's
+//!   sentences, their word pieces and vectors). Reproduced byte for byte, searched both
+//!   ways, its sentences read back.
+//! - `golden-v5.idx` (format 5, no sentence section): must still open and search both
+//!   ways; `context` falls back to whole passages.
 //! - `golden-v4.idx` (format 4, analyzer version 3: digits as written): must still open
 //!   and search both ways, its queries cut by its own rules.
 //! - `golden-v3.idx` (format 3, analyzer version 2: n-grams within words): must still
@@ -20,17 +23,22 @@
 
 mod common;
 
+use primd::context::{Context, ContextBuilder, Unit, sentence_table, to_json, word_pieces};
 use primd::dense::{Query, Searcher};
 use primd::embed::{DIM, Embed, HashEmbedder};
+use primd::fusion::Scored;
 use primd::hits::Hits;
-use primd::index::{FORMAT_VERSION, Index, IndexMeta, PassageRecord, write_index};
+use primd::index::{
+    FORMAT_VERSION, Index, IndexMeta, PassageRecord, WriteOptions, write_index_with,
+};
 use primd::lexical::{AnalyzerSpec, Bm25, DEFAULT_ANALYZER, LexicalSearcher, WordRules};
 
 const GOLDEN_V1: &str = "golden-v1.idx";
 const GOLDEN_V2: &str = "golden-v2.idx";
 const GOLDEN_V3: &str = "golden-v3.idx";
 const GOLDEN_V4: &str = "golden-v4.idx";
-const GOLDEN: &str = "golden-v5.idx";
+const GOLDEN_V5: &str = "golden-v5.idx";
+const GOLDEN: &str = "golden-v6.idx";
 
 fn corpus() -> (Vec<PassageRecord>, Vec<f32>) {
     common::embed_corpus(&common::data("golden-corpus.jsonl"), &mut HashEmbedder)
@@ -45,22 +53,31 @@ fn meta() -> IndexMeta {
     }
 }
 
+/// The current golden file's content: the default lexical section and the sentences.
+fn write_golden(path: &std::path::Path) {
+    let (passages, vectors) = corpus();
+    let options = WriteOptions {
+        sentences: Some(sentence_table(&mut HashEmbedder, &passages).unwrap()),
+        ..WriteOptions::default()
+    };
+    write_index_with(path, &meta(), &passages, &vectors, &options).unwrap();
+}
+
 #[test]
 fn writer_reproduces_the_golden_file_byte_for_byte() {
-    let (passages, vectors) = corpus();
     let golden = common::data(GOLDEN);
     if std::env::var_os("PRIMD_BLESS").is_some() {
-        write_index(&golden, &meta(), &passages, &vectors).unwrap();
+        write_golden(&golden);
     }
     let dir = tempfile::tempdir().unwrap();
     let fresh = dir.path().join("fresh.idx");
-    write_index(&fresh, &meta(), &passages, &vectors).unwrap();
+    write_golden(&fresh);
     assert!(
         std::fs::read(&fresh).unwrap() == std::fs::read(&golden).unwrap(),
         "the writer no longer produces {GOLDEN}: a format change needs a new FORMAT_VERSION \
          (now {FORMAT_VERSION}) and a new golden file"
     );
-    assert_eq!(FORMAT_VERSION, 5, "{GOLDEN} is the golden file of format 5");
+    assert_eq!(FORMAT_VERSION, 6, "{GOLDEN} is the golden file of format 6");
 }
 
 /// Opens, verifies and searches (dense) a golden file; the same answers in every version.
@@ -165,6 +182,55 @@ fn golden_index_opens_verifies_and_searches() {
     let best = open_and_search_lexical(GOLDEN, WordRules::V2, true, true);
     // Version-2 rules fold "Crème brûlée" to "creme brulee": the recognizer's spelling.
     assert_eq!(best.as_deref(), Some("unicode"));
+}
+
+/// The context of "what is the capital of france" over the top passage (paris).
+fn paris_context(index: &Index) -> (Context, String) {
+    let paris = (0..index.len())
+        .find(|&i| index.passage(i).unwrap().id == "paris")
+        .unwrap();
+    let hits = [Scored::new(paris as u32, Some(0.5), None)];
+    let mut c = Context::default();
+    let mut e = HashEmbedder;
+    let mut count = |t: &str| word_pieces(&mut e, t);
+    let question = "what is the capital of france";
+    ContextBuilder::new().build(index, None, question, &hits, 8, &mut count, &mut c);
+    let text = to_json(index, &c).unwrap().text;
+    (c, text)
+}
+
+#[test]
+fn golden_sentences_read_back() {
+    let index = Index::open(&common::data(GOLDEN)).unwrap();
+    let s = index.sentences().expect("the golden file has sentences");
+    let (passages, _) = corpus();
+    assert!(s.len() >= passages.len());
+    for (i, p) in passages.iter().enumerate() {
+        let ids = s.of_passage(i);
+        assert!(!ids.is_empty() || p.text.trim().is_empty(), "{}", p.id);
+        for k in ids {
+            let sp = s.span(k);
+            let text = &p.text[sp.start as usize..sp.end as usize];
+            assert_eq!(sp.tokens as usize, word_pieces(&mut HashEmbedder, text));
+        }
+    }
+    let (c, text) = paris_context(&index);
+    assert_eq!(c.unit, Unit::Sentences);
+    assert_eq!(c.tokens, 8);
+    assert!(text.starts_with("Paris is the capital"), "{text}");
+}
+
+#[test]
+fn golden_v5_index_still_opens_and_its_context_is_whole_passages() {
+    let best = open_and_search_lexical(GOLDEN_V5, WordRules::V2, true, true);
+    assert_eq!(best.as_deref(), Some("unicode"));
+    assert_eq!(format_version(GOLDEN_V5), 5);
+    let index = Index::open(&common::data(GOLDEN_V5)).unwrap();
+    assert!(index.sentences().is_none());
+    let (c, text) = paris_context(&index);
+    assert_eq!(c.unit, Unit::Passages);
+    assert_eq!(c.tokens, 8);
+    assert!(text.starts_with("Paris is the capital"), "{text}");
 }
 
 #[test]

@@ -29,7 +29,14 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
     if retrievers.is_empty() {
         retrievers.push(cfg.stream.retriever);
     }
-    let mut queries = data::load_queries(&args.queries)?;
+    if let Some(path) = &args.conversations {
+        return conversations(args, &cfg, &index, retrievers[0], path);
+    }
+    let queries_path = args
+        .queries
+        .as_deref()
+        .context("--queries FILE is required")?;
+    let mut queries = data::load_queries(queries_path)?;
     let qrels = data::load_qrels(&args.qrels)?;
     let mut streams = args
         .streams
@@ -94,6 +101,12 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
         sweep: args.sweep,
         progress: !args.quiet,
         retrievers,
+        answers: args
+            .answers
+            .as_deref()
+            .map(eval::context::Answers::load)
+            .transpose()?
+            .map(std::sync::Arc::new),
     };
     // Each worker forks its own embedder; the model is loaded once (an `Embedder` is
     // `Send` but not `Sync`, hence the lock, taken once per worker).
@@ -135,5 +148,37 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
         eprintln!("report written to {}", dir.join("report.md").display());
     }
     stdout.flush()?;
+    Ok(())
+}
+
+/// `--conversations`: each turn with and without the conversation's context.
+fn conversations(
+    args: &EvalArgs,
+    cfg: &config::RunConfig,
+    index: &Index,
+    retriever: Retriever,
+    path: &std::path::Path,
+) -> anyhow::Result<()> {
+    use primd::eval::conversations as conv;
+    let conversation = args.conversation.apply(cfg.conversation)?;
+    let mut turns = conv::load(path)?;
+    if let Some(n) = args.limit {
+        turns.truncate(n);
+    }
+    let qrels = data::load_qrels(&args.qrels)?;
+    let mut embedder = super::embedder_for(index, &args.model.model, cfg)?;
+    let params = primd::retriever::SearchParams {
+        retriever,
+        k: cfg.stream.top_k,
+        candidates: cfg.stream.full_search_candidates,
+        lexical_candidates: cfg.stream.lexical_candidates,
+        fusion: cfg.stream.fusion,
+    };
+    let rows = conv::evaluate(index, &mut embedder, &params, &conversation, &turns, &qrels)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&rows)?);
+    } else {
+        print!("{}", conv::table(&rows));
+    }
     Ok(())
 }

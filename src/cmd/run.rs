@@ -25,6 +25,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         ..args.layer1.to_layer1(&args.model)
     };
     let mut cfg = config::load(args.config.as_deref(), flags)?;
+    cfg.conversation = args.conversation.apply(cfg.conversation)?;
     if args.input == "none" && args.listen.is_empty() && args.wyoming.wyoming.is_none() {
         anyhow::bail!(
             "--input none needs --listen or --wyoming (nothing else would feed the daemon)"

@@ -8,6 +8,7 @@ use std::io::{BufRead, BufWriter, Write};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+use primd::conversation::{self, ContextSearch, Conversations};
 use primd::dense::Query;
 use primd::embed::{DIM, Embed};
 use primd::hits::Hits;
@@ -21,12 +22,19 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::SearchArgs;
 
-/// `{"id", "text"}` (BEIR's `_id` too: its query files work as published).
+/// `{"id", "text"}` (BEIR's `_id` too: its query files work as published), and
+/// optionally `"conversation"`: the id of the conversation the line is a turn of
+/// (a string or a number; turns of one conversation are taken in input order).
 #[derive(Deserialize)]
 struct InputLine {
     #[serde(alias = "_id")]
     id: serde_json::Value,
     text: String,
+    #[serde(default)]
+    conversation: Option<serde_json::Value>,
+    /// `false`: this turn is retrieved alone (it is still remembered).
+    #[serde(default)]
+    context: Option<bool>,
 }
 
 #[derive(Serialize)]
@@ -45,7 +53,19 @@ struct OutputLine<'a> {
     /// `"ok"`, or `"low"` when `confidence` is below `low_evidence_threshold`.
     evidence: &'static str,
     results: Vec<ResultJson<'a>>,
+    /// The best sentences of the results within `--context-tokens` (absent with 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context: Option<primd::context::ContextJson<'a>>,
+    /// How the turn used its conversation (only for lines with a `conversation`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conversation: Option<UsedJson>,
     ms: Timings,
+}
+
+#[derive(Serialize)]
+struct UsedJson {
+    used: bool,
+    turns: u32,
 }
 
 pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
@@ -53,7 +73,8 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
         retriever: args.retriever,
         ..args.fusion.to_layer1()
     });
-    let cfg = config::load(None, flags)?;
+    let mut cfg = config::load(None, flags)?;
+    cfg.conversation = args.conversation.apply(cfg.conversation)?;
     let index = Index::open(&args.index)?;
     if args.verify {
         index.verify()?;
@@ -82,60 +103,105 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
         fusion: cfg.stream.fusion,
     };
     let mut searcher = HybridSearcher::new(&index)?;
+    let mut context = primd::context::ContextBuilder::new();
+    let mut packed = primd::context::Context::default();
     let mut hits = Ranked::new();
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
-    let mut answer =
-        |id: &serde_json::Value, text: &str, out: &mut BufWriter<_>| -> anyhow::Result<()> {
-            let t0 = Instant::now();
-            let query = match embedder.as_mut() {
-                Some(e) => {
-                    let mut v = [0.0f32; DIM];
-                    e.embed_into(text, &mut v)?;
-                    Some(Query::new(&v))
-                }
-                None => None,
-            };
-            let embed_ms = ms(t0.elapsed());
-            let t = if args.exact {
-                let t1 = Instant::now();
-                if let Some(q) = &query {
-                    let mut exact = Hits::new();
-                    searcher.dense().exact(q, params.k, &mut exact);
-                    ranked_from(&exact, true, &mut hits);
-                }
-                SearchTimings {
-                    scan_ms: ms(t1.elapsed()),
-                    ..Default::default()
-                }
-            } else {
-                searcher.search(&params, query.as_ref(), text, &mut hits)
-            };
-            let confidence = confidence::of_ranked(retriever, &hits);
-            hits.truncate(args.k as usize);
-            let results = hits
-                .iter()
-                .map(|h| Ok(ResultJson::new(index.passage(h.index as usize)?, h)))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            let line = OutputLine {
-                id,
-                confidence,
-                evidence: confidence::evidence(confidence, cfg.stream.low_evidence_threshold),
-                results,
-                ms: Timings {
-                    embed: embed_ms,
-                    lexical: t.lexical_ms,
-                    scan: t.scan_ms,
-                    rerank: t.rerank_ms,
-                },
-            };
-            serde_json::to_writer(&mut *out, &line)?;
-            out.write_all(b"\n")?;
-            Ok(())
+    let mut conversations = Conversations::new(MAX_CONVERSATIONS);
+    let mut scratch = ContextSearch::new();
+    let mut answer = |id: &serde_json::Value,
+                      text: &str,
+                      conv: Option<(&serde_json::Value, bool)>,
+                      out: &mut BufWriter<_>|
+     -> anyhow::Result<()> {
+        let t0 = Instant::now();
+        let mut v = [0.0f32; DIM];
+        let query = match embedder.as_mut() {
+            Some(e) => {
+                e.embed_into(text, &mut v)?;
+                Some(Query::new(&v))
+            }
+            None => None,
         };
+        let embed_ms = ms(t0.elapsed());
+        let t = if args.exact {
+            let t1 = Instant::now();
+            if let Some(q) = &query {
+                let mut exact = Hits::new();
+                searcher.dense().exact(q, params.k, &mut exact);
+                ranked_from(&exact, true, &mut hits);
+            }
+            SearchTimings {
+                scan_ms: ms(t1.elapsed()),
+                ..Default::default()
+            }
+        } else {
+            searcher.search(&params, query.as_ref(), text, &mut hits)
+        };
+        let used = match conv {
+            Some((cid, enabled)) if !args.exact => {
+                let c = conversations.get(cid);
+                let vector = query.is_some().then_some(&v);
+                let u = conversation::turn(
+                    c,
+                    &mut scratch,
+                    &mut searcher,
+                    &params,
+                    &cfg.conversation,
+                    enabled,
+                    text,
+                    vector,
+                    &mut hits,
+                );
+                Some(UsedJson {
+                    used: u.used,
+                    turns: u.turns,
+                })
+            }
+            _ => None,
+        };
+        let confidence = confidence::of_ranked(retriever, &hits);
+        // The context is made from the retriever's own top passages, whatever k asks.
+        let context = (cfg.stream.context_tokens > 0)
+            .then(|| {
+                // Without a model (lexical retriever) a cut counts words, not pieces.
+                let mut count = |t: &str| match embedder.as_mut() {
+                    Some(e) => primd::context::word_pieces(e, t),
+                    None => t.split_whitespace().count(),
+                };
+                let budget = cfg.stream.context_tokens;
+                let q = query.as_ref();
+                context.build(&index, q, text, &hits, budget, &mut count, &mut packed);
+                primd::context::to_json(&index, &packed)
+            })
+            .transpose()?;
+        hits.truncate(args.k as usize);
+        let results = hits
+            .iter()
+            .map(|h| Ok(ResultJson::new(index.passage(h.index as usize)?, h)))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let line = OutputLine {
+            id,
+            confidence,
+            evidence: confidence::evidence(confidence, cfg.stream.low_evidence_threshold),
+            results,
+            context,
+            conversation: used,
+            ms: Timings {
+                embed: embed_ms,
+                lexical: t.lexical_ms,
+                scan: t.scan_ms,
+                rerank: t.rerank_ms,
+            },
+        };
+        serde_json::to_writer(&mut *out, &line)?;
+        out.write_all(b"\n")?;
+        Ok(())
+    };
     if !args.query.is_empty() {
         for (i, q) in args.query.iter().enumerate() {
-            answer(&serde_json::Value::from(i), q, &mut out)?;
+            answer(&serde_json::Value::from(i), q, None, &mut out)?;
         }
         out.flush()?;
         return Ok(());
@@ -150,7 +216,12 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
         if !line.is_empty() {
             match serde_json::from_str::<InputLine>(line) {
                 Ok(q) => {
-                    answer(&q.id, &q.text, &mut out)?;
+                    let conv = q
+                        .conversation
+                        .as_ref()
+                        .filter(|c| !c.is_null())
+                        .map(|c| (c, q.context.unwrap_or(true)));
+                    answer(&q.id, &q.text, conv, &mut out)?;
                     out.flush()?;
                 }
                 Err(e) => {
@@ -163,6 +234,10 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
     out.flush()?;
     Ok(())
 }
+
+/// Conversations `primd search` keeps at once; past it the least recently used is
+/// forgotten (its next turn starts a new one).
+const MAX_CONVERSATIONS: usize = 4096;
 
 fn ms(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1e3

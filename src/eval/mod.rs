@@ -16,6 +16,8 @@
 //! with [`svg`] plots. Work runs on a few threads ([`progress`]), each with its own
 //! embedder; [`evaluate`] wires it together for the command and the tests.
 
+pub mod context;
+pub mod conversations;
 pub mod data;
 pub mod metrics;
 pub mod prefix;
@@ -52,6 +54,8 @@ pub struct EvalOptions {
     /// A learned trigger to compare with the fixed one on the streams (each retriever
     /// it suits: [`trigger::suits`]).
     pub learned_trigger: Option<std::sync::Arc<crate::stream::trigger::TriggerModel>>,
+    /// Gold answers: measure answer-in-context ([`context`]) too.
+    pub answers: Option<std::sync::Arc<context::Answers>>,
 }
 
 /// The settings the run used, echoed in the report.
@@ -108,6 +112,15 @@ pub struct RetrieverReport {
     pub streams: Option<StreamSummary>,
     /// Fixed vs learned trigger on the streams (when a learned one is given).
     pub trigger: Option<TriggerComparison>,
+    /// Answer-in-context against budget (when an answers file is given).
+    pub context: Option<ContextReport>,
+}
+
+/// Answer-in-context of the typed questions and of the streams' finals.
+#[derive(Clone, Debug, Serialize)]
+pub struct ContextReport {
+    pub typed: context::ContextSummary,
+    pub streams: Option<context::ContextSummary>,
 }
 
 /// The fixed and the learned trigger on the same streams.
@@ -264,11 +277,49 @@ pub fn evaluate<E: Embed>(
             }
             stream_results = Some((streaming, baseline));
         }
+        let context = match &opts.answers {
+            Some(answers) => {
+                let typed = context::typed(
+                    index,
+                    queries,
+                    answers,
+                    cfg,
+                    retriever,
+                    opts.workers,
+                    &bar,
+                    &make_embedder,
+                )?;
+                let streams = match (&stream_results, streams_in) {
+                    (Some((streaming, _)), Some(recs)) => {
+                        let judged = streams::judged(recs, &relevance, qrels);
+                        let finals: Vec<_> = judged
+                            .iter()
+                            .zip(streaming)
+                            .map(|((rec, _), r)| (*rec, r.top.as_slice()))
+                            .collect();
+                        Some(context::streams(
+                            index,
+                            &finals,
+                            answers,
+                            cfg,
+                            retriever,
+                            opts.workers,
+                            &bar,
+                            &make_embedder,
+                        )?)
+                    }
+                    _ => None,
+                };
+                Some(ContextReport { typed, streams })
+            }
+            None => None,
+        };
         reports.push(RetrieverReport {
             retriever,
             prefix: prefix::summarize(&outcome),
             streams: stream_summary,
             trigger: comparison,
+            context,
         });
         runs.push(RetrieverRun {
             retriever,

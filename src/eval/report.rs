@@ -117,6 +117,21 @@ pub fn summary_text(r: &EvalReport) -> String {
 }
 
 fn summary_section(s: &mut String, section: &RetrieverReport) {
+    if let Some(c) = &section.context {
+        let sets = [("typed", Some(&c.typed)), ("streams", c.streams.as_ref())];
+        for (name, sum) in sets.into_iter().filter_map(|(n, x)| x.map(|x| (n, x))) {
+            let _ = writeln!(
+                s,
+                "  answer in context, {name} ({} questions): {}",
+                sum.questions,
+                sum.rows
+                    .iter()
+                    .map(|r| format!("{} {:.3} ({:.0} tok)", r.what, r.answer_rate, r.mean_tokens))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
     if let Some(c) = &section.trigger {
         for (name, m) in [("fixed", &c.fixed), ("learned", &c.learned)] {
             let _ = writeln!(

@@ -60,6 +60,8 @@ pub struct UttResult {
     pub max_partial_work_ms: f64,
     /// Shortest audio time between an observed partial and the next event, ms.
     pub min_gap_ms: f64,
+    /// The final's passages, best first (for answer-in-context: `super::context`).
+    pub top: Vec<u32>,
 }
 
 /// The virtual-clock driver of the scheduler over one record.
@@ -269,6 +271,7 @@ pub fn replay_one<E: Embed>(
         superseded: f.stale,
         max_partial_work_ms: replay.max_work.as_secs_f64() * 1e3,
         min_gap_ms: replay.min_gap_ms,
+        top: top10.iter().map(|h| h.index).collect(),
     })
 }
 

@@ -265,6 +265,7 @@ fn evaluate_runs_both_replays_and_the_sweep() {
         progress: false,
         retrievers: vec![],
         learned_trigger: None,
+        answers: None,
     };
     let run = super::evaluate(&index, &queries, &q, Some(&streams), &c, &opts, || {
         Ok(HashEmbedder)

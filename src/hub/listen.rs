@@ -414,7 +414,16 @@ fn read_loop(
                 session,
                 turn,
                 what,
-            }) => transcript(&client, &mut sessions, session, turn, what, line_no),
+                context,
+            }) => transcript(
+                &client,
+                &mut sessions,
+                session,
+                turn,
+                what,
+                context,
+                line_no,
+            ),
             Ok(Request::Command { id, cmd }) => {
                 Some(command(&mut client, &mut sessions, id, cmd, line_no))
             }
@@ -434,6 +443,7 @@ fn transcript(
     name: String,
     turn: u64,
     what: What,
+    context: bool,
     line_no: u64,
 ) -> Option<Vec<u8>> {
     let hub_error = |e: HubError| {
@@ -456,6 +466,9 @@ fn transcript(
         }
     }
     let s = sessions.get_mut(&name)?;
+    if !context {
+        s.set_context(false);
+    }
     let r = match &what {
         What::Partial(t) => s.partial(turn, t),
         What::Final(t) => s.final_(turn, t),
@@ -519,6 +532,22 @@ fn command(
                 format!("{session:?} is not a session of this connection"),
             ),
         },
+        Command::Reset { session } => {
+            let r = match sessions.get(&session) {
+                Some(s) => s.reset(),
+                None if session == crate::hub::STT_SESSION => client.hub().reset_stt(),
+                None => {
+                    return failed(
+                        "unknown_session",
+                        format!("{session:?} is not a session of this connection (nor \"stt\")"),
+                    );
+                }
+            };
+            match r {
+                Ok(()) => ok(json!({"session": session})),
+                Err(e) => failed(e.code(), e.to_string()),
+            }
+        }
         Command::Reload => match client.hub().reload() {
             Ok(ix) => ok(json!({
                 "staged": true,

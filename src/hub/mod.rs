@@ -187,6 +187,15 @@ pub enum HubMsg {
     Abandon {
         lane: usize,
     },
+    /// Forget the lane's conversation.
+    Reset {
+        lane: usize,
+    },
+    /// The lane's current turn may (not) use its conversation.
+    Context {
+        lane: usize,
+        on: bool,
+    },
     Close {
         lane: usize,
     },
@@ -346,6 +355,7 @@ impl Hub {
             lane,
             newest: None,
             open: false,
+            context: None,
             tx: self.tx.clone(),
             shared: self.shared.clone(),
             owner: owner.cloned(),
@@ -493,6 +503,13 @@ impl Hub {
             .send(Inbound::Hub(msg))
             .map_err(|_| HubError::Stopped)
     }
+
+    /// Forgets the STT pipe's conversation (a kiosk's controller: the visitor left).
+    pub fn reset_stt(&self) -> Result<(), HubError> {
+        self.send(HubMsg::Reset {
+            lane: crate::scheduler::STT_LANE,
+        })
+    }
 }
 
 /// `{"cmd":"stats"}`.
@@ -540,6 +557,8 @@ pub struct Session {
     /// Newest turn seen, and whether it is still open.
     newest: Option<u64>,
     open: bool,
+    /// A context setting for the next message's turn ([`Session::set_context`]).
+    context: Option<bool>,
     tx: Sender<Inbound>,
     shared: Arc<Shared>,
     owner: Option<Arc<ClientInfo>>,
@@ -569,12 +588,38 @@ impl Session {
         self.transcript(turn, EventKind::Final, text)
     }
 
+    /// Forgets the session's conversation: its next turn is retrieved alone (a turn in
+    /// progress goes on).
+    pub fn reset(&self) -> Result<(), HubError> {
+        self.send(HubMsg::Reset { lane: self.lane })
+    }
+
+    /// The next message's turn is retrieved with its conversation's context (`true`,
+    /// the default) or without it (a message's `"context": false`): for that turn only.
+    pub fn set_context(&mut self, on: bool) {
+        self.context = Some(on);
+    }
+
+    /// Sends a context setting made by [`set_context`](Self::set_context), once the
+    /// turn rules have passed (an abandon they send comes first).
+    fn send_context(&mut self) -> Result<(), HubError> {
+        match self.context.take() {
+            Some(on) => self.send(HubMsg::Context {
+                lane: self.lane,
+                on,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Turn `turn` ended without a final text: its newest partial is the final.
     pub fn end_of_speech(&mut self, turn: u64) -> Result<Taken, HubError> {
         if !self.turn_rules(turn)? {
+            self.context = None;
             return Ok(Taken::StaleTurn);
         }
         self.open = false;
+        self.send_context()?;
         self.send(HubMsg::EndOfSpeech {
             lane: self.lane,
             turn,
@@ -585,9 +630,11 @@ impl Session {
 
     fn transcript(&mut self, turn: u64, kind: EventKind, text: &str) -> Result<Taken, HubError> {
         if !self.turn_rules(turn)? {
+            self.context = None;
             return Ok(Taken::StaleTurn);
         }
         self.open = kind == EventKind::Partial;
+        self.send_context()?;
         let ev = Event {
             kind,
             text: to_text(text.trim()).0,

@@ -622,3 +622,6 @@ fn routing_a_partial_and_its_speculative_result_allocates_nothing() {
     let d = client.results().try_recv().unwrap();
     assert_eq!((d.session.as_str(), d.turn), ("k", 1));
 }
+
+#[path = "conversation_tests.rs"]
+mod conversation_tests;

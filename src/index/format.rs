@@ -23,8 +23,10 @@ pub const MAGIC: [u8; 8] = *b"PRIMDIX\0";
 /// folded), which a format-2 reader would apply wrongly. 4: the same layout again, with
 /// character n-grams across word boundaries (analyzer version 3), which a format-3 reader
 /// would not cut. 5: the same layout, with numbers spelled out as words (analyzer version
-/// 4), which a format-4 reader would leave as digits.
-pub const FORMAT_VERSION: u32 = 5;
+/// 4), which a format-4 reader would leave as digits. 6: an optional sentence section
+/// after the lexical one (`sentences`), which a format-5 reader ignores (it reads a v6
+/// file as the v5 file it also is).
+pub const FORMAT_VERSION: u32 = 6;
 /// The oldest format version this reader still accepts.
 pub const OLDEST_SUPPORTED: u32 = 1;
 
@@ -66,8 +68,9 @@ pub(crate) const OFF_CHUNK_WORDS: usize = 64;
 pub(crate) const OFF_OVERLAP_WORDS: usize = 68;
 /// Section table: `SECTION_COUNT` entries of `(offset: u64, length: u64)`. The sixth
 /// (lexical, 152..168) exists from format v2 on; `(0, 0)` there means "no lexical section".
+/// The seventh (sentences, 168..184) from format v6 on, likewise.
 pub(crate) const OFF_SECTIONS: usize = 72;
-// 168..256: reserved.
+// 184..256: reserved.
 
 /// Section indices, in file order.
 pub(crate) const SEC_CODES: usize = 0;
@@ -77,7 +80,9 @@ pub(crate) const SEC_OFFSETS: usize = 3;
 pub(crate) const SEC_BLOB: usize = 4;
 /// Format v2: BM25 term dictionary and postings (`lexical::format`); optional.
 pub(crate) const SEC_LEXICAL: usize = 5;
-pub(crate) const SECTION_COUNT: usize = 6;
+/// Format v6: sentence spans, token counts and vectors (`sentences`); optional.
+pub(crate) const SEC_SENTENCES: usize = 6;
+pub(crate) const SECTION_COUNT: usize = 7;
 pub(crate) const SECTION_NAMES: [&str; SECTION_COUNT] = [
     "codes",
     "vectors",
@@ -85,9 +90,12 @@ pub(crate) const SECTION_NAMES: [&str; SECTION_COUNT] = [
     "passage offsets",
     "passage blob",
     "lexical",
+    "sentences",
 ];
 /// The first format version with a lexical section entry in the table.
 pub(crate) const LEXICAL_SINCE: u32 = 2;
+/// The first format version with a sentence section entry in the table.
+pub(crate) const SENTENCES_SINCE: u32 = 6;
 
 /// Smallest passage record: three empty strings (3 × u32 length) + chunk, word_start, word_end.
 pub(crate) const MIN_RECORD: u64 = 24;
@@ -258,13 +266,15 @@ pub(crate) fn expected_lengths(count: u64, dim: u64) -> Option<[u64; SEC_BLOB]> 
 }
 
 /// Places the sections one after another from the end of the header, each 64-byte aligned;
-/// the lexical section (if `lexical_len > 0`) after the blob, else its entry is `(0, 0)`.
+/// the lexical section (if `lexical_len > 0`) after the blob, else its entry is `(0, 0)`,
+/// and the sentence section (if `sentences_len > 0`) after that, likewise.
 /// Returns the table and the file offset of the footer; `None` on overflow.
 pub(crate) fn layout(
     count: u64,
     dim: u64,
     blob_len: u64,
     lexical_len: u64,
+    sentences_len: u64,
 ) -> Option<([Section; SECTION_COUNT], u64)> {
     let lens = expected_lengths(count, dim)?;
     let mut sections = [Section::default(); SECTION_COUNT];
@@ -274,6 +284,8 @@ pub(crate) fn layout(
             SEC_BLOB => blob_len,
             SEC_LEXICAL if lexical_len == 0 => continue,
             SEC_LEXICAL => lexical_len,
+            SEC_SENTENCES if sentences_len == 0 => continue,
+            SEC_SENTENCES => sentences_len,
             _ => lens[i],
         };
         *s = Section { offset: pos, len };
@@ -443,7 +455,7 @@ mod tests {
 
     #[test]
     fn header_round_trip_and_layout() {
-        let (sections, footer) = layout(3, 16, 100, 0).unwrap();
+        let (sections, footer) = layout(3, 16, 100, 0, 0).unwrap();
         assert_eq!(
             sections[SEC_CODES],
             Section {
@@ -481,7 +493,7 @@ mod tests {
         );
         assert_eq!(sections[SEC_LEXICAL], Section::default());
         assert_eq!(footer, 640);
-        let (with_lex, footer) = layout(3, 16, 100, 130).unwrap();
+        let (with_lex, footer) = layout(3, 16, 100, 130, 0).unwrap();
         assert_eq!(
             with_lex[SEC_LEXICAL],
             Section {
@@ -513,8 +525,8 @@ mod tests {
         assert_eq!(Header::decode(&h2.encode()), h2);
         assert!(h2.encode()[OFF_SECTIONS + 96..].iter().all(|&x| x == 0));
         assert_eq!(Header::decode(&b), h);
-        assert!(layout(u64::MAX / 2, 4096, 0, 0).is_none());
-        assert!(layout(3, 16, 100, u64::MAX - 100).is_none());
+        assert!(layout(u64::MAX / 2, 4096, 0, 0, 0).is_none());
+        assert!(layout(3, 16, 100, u64::MAX - 100, 0).is_none());
         assert_eq!(align_up(u64::MAX), None);
     }
 

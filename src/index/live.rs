@@ -395,7 +395,10 @@ mod tests {
         let live = LiveIndex::open(&p, no_lease()).unwrap();
         live.require_lexical("hybrid");
         let (passages, vectors) = corpus(4, 64, 5);
-        let opts = crate::index::WriteOptions { lexical: None };
+        let opts = crate::index::WriteOptions {
+            lexical: None,
+            sentences: None,
+        };
         crate::index::write_index_with(&p, &meta(64), &passages, &vectors, &opts).unwrap();
         let e = live.reload().unwrap_err();
         assert!(matches!(e, ReloadError::NoLexical { .. }), "{e}");

@@ -5,7 +5,9 @@
 //! Per passage the index holds a 1-bit sign code of its embedding (for the fast speculative
 //! scan while the user is still speaking), an int8 vector with one `f32` scale (to rerank the
 //! scan's candidates), and the passage itself (id, title, text, chunk position). From v2 on,
-//! an optional lexical section holds a BM25 inverted index over the passages (`crate::lexical`). The exact
+//! an optional lexical section holds a BM25 inverted index over the passages (`crate::lexical`);
+//! from v6 on, an optional sentence section holds each passage's sentences (`sentences`,
+//! for `crate::context`). The exact
 //! layout is in `index/FORMAT.md` and the constants of `format.rs`; the short version: a fixed
 //! 256-byte header with a section table, 64-byte aligned sections, and a 16-byte footer holding
 //! a CRC-32 of everything before it.
@@ -29,6 +31,7 @@ mod format;
 pub mod fuzz;
 pub mod live;
 mod read;
+mod sentences;
 mod write;
 
 pub use error::IndexError;
@@ -37,6 +40,7 @@ pub use format::{
     quantize_i8, sign_code,
 };
 pub use read::{Index, Load};
+pub use sentences::{SentenceSpan, SentenceTable, Sentences};
 pub use write::{WriteOptions, write_index, write_index_with};
 
 /// The text that is embedded for a passage: its title, a newline, then the passage

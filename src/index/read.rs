@@ -32,9 +32,10 @@ use super::error::{IndexError, hex_prefix};
 use super::format::{
     ALIGN, FOOTER_MAGIC, FOOTER_SIZE, FORMAT_VERSION, Fingerprint, HEADER_SIZE, Header, IndexMeta,
     LEXICAL_SINCE, MAGIC, MAX_DIM, MIN_DIM, MIN_RECORD, OLDEST_SUPPORTED, PassageRef, SEC_BLOB,
-    SEC_CODES, SEC_LEXICAL, SEC_OFFSETS, SEC_SCALES, SEC_VECTORS, SECTION_COUNT, SECTION_NAMES,
-    Section, align_up, decode_record, expected_lengths,
+    SEC_CODES, SEC_LEXICAL, SEC_OFFSETS, SEC_SCALES, SEC_SENTENCES, SEC_VECTORS, SECTION_COUNT,
+    SECTION_NAMES, SENTENCES_SINCE, Section, align_up, decode_record, expected_lengths,
 };
+use super::sentences::Sentences;
 use crate::lexical::{Decoded, Lexical, WordRules};
 
 /// An open, validated, memory-mapped index.
@@ -50,6 +51,8 @@ pub struct Index {
     sections: [Range<usize>; SECTION_COUNT],
     /// Whether the file has a (validated) lexical section.
     has_lexical: bool,
+    /// Whether the file has a (validated) sentence section (format v6).
+    has_sentences: bool,
     /// Its documents' BM25 length norms, computed once here so that no query computes
     /// them per posting ([`Lexical::with_norms`]); empty without a lexical section.
     norms: Box<[f32]>,
@@ -174,6 +177,7 @@ impl Index {
             code_bytes: 0,
             sections: Default::default(),
             has_lexical: false,
+            has_sentences: false,
             norms: Box::default(),
             decoded: None,
             footer: 0,
@@ -240,7 +244,13 @@ impl Index {
         // The lexical entry counts from v2 on, and (0, 0) there means "none".
         let lex = h.sections[SEC_LEXICAL];
         let has_lexical = h.format_version >= LEXICAL_SINCE && (lex.offset, lex.len) != (0, 0);
-        let present = |i: usize| i != SEC_LEXICAL || has_lexical;
+        let sen = h.sections[SEC_SENTENCES];
+        let has_sentences = h.format_version >= SENTENCES_SINCE && (sen.offset, sen.len) != (0, 0);
+        let present = |i: usize| match i {
+            SEC_LEXICAL => has_lexical,
+            SEC_SENTENCES => has_sentences,
+            _ => true,
+        };
 
         // Section table: aligned, after the header, in bounds, lengths as implied.
         let mut max_end = HEADER_SIZE as u64;
@@ -367,9 +377,15 @@ impl Index {
             }
         }
 
+        if has_sentences {
+            Sentences::open(&bytes[sections[SEC_SENTENCES].clone()], count, dim as usize)
+                .map_err(|e| self.corrupt(format!("sentence section: {e}")))?;
+        }
+
         self.dim = dim as usize;
         self.code_bytes = self.dim / 8;
         self.has_lexical = has_lexical;
+        self.has_sentences = has_sentences;
         self.norms = norms;
         self.decoded = decoded;
         self.count = count;
@@ -422,6 +438,20 @@ impl Index {
                     None => l,
                 }
             })
+    }
+
+    /// The sentence section (format v6): each passage's sentences, their word-piece
+    /// counts and vectors; `None` for an index built without one (before v6). O(1).
+    pub fn sentences(&self) -> Option<Sentences<'_>> {
+        if !self.has_sentences {
+            return None;
+        }
+        Sentences::view(
+            &self.map[self.sections[SEC_SENTENCES].clone()],
+            self.count,
+            self.dim,
+        )
+        .ok()
     }
 
     /// RAM held by the lexical postings decoded at open ([`Decoded`]; 0: none, the
@@ -994,7 +1024,10 @@ mod tests {
         assert!(format!("{ix:?}").contains("lexical: true"));
 
         let (_, vectors) = corpus(12, 16, 21);
-        let none = WriteOptions { lexical: None };
+        let none = WriteOptions {
+            lexical: None,
+            sentences: None,
+        };
         write_index_with(&p, &meta(16), &passages, &vectors, &none).unwrap();
         let ix = Index::open(&p).unwrap();
         ix.verify().unwrap();
@@ -1011,6 +1044,7 @@ mod tests {
                 AnalyzerSpec::new(AnalyzerKind::Words),
                 Bm25 { k1: 0.8, b: 0.3 },
             )),
+            sentences: None,
         };
         write_index_with(&p, &meta(16), &passages, &vectors, &words).unwrap();
         let ix = Index::open(&p).unwrap();
@@ -1024,6 +1058,7 @@ mod tests {
                 AnalyzerSpec::new(AnalyzerKind::CharNgrams { n: 9 }),
                 Bm25::default(),
             )),
+            sentences: None,
         };
         let err = write_index_with(&p, &meta(16), &passages, &vectors, &bad).unwrap_err();
         assert!(matches!(err, IndexError::Invalid { .. }), "{err}");

@@ -29,9 +29,10 @@ use super::error::IndexError;
 use super::format::{
     ALIGN, FOOTER_MAGIC, FORMAT_VERSION, Header, IndexMeta, MAGIC, MAX_DIM, MIN_DIM,
     MIN_READER_VERSION, MIN_READER_WITH_LEXICAL, PassageRecord, SEC_BLOB, SEC_LEXICAL,
-    encode_record, layout, quantize_i8, record_len, sign_code,
+    SEC_SENTENCES, encode_record, layout, quantize_i8, record_len, sign_code,
 };
 use super::passage_embed_text;
+use super::sentences::{self, SentenceTable};
 use crate::lexical::{self, AnalyzerSpec, Bm25, DEFAULT_ANALYZER};
 
 /// What [`write_index_with`] writes besides the dense part.
@@ -40,6 +41,9 @@ pub struct WriteOptions {
     /// The lexical (BM25) section's analyzer and parameters; `None`: no lexical section
     /// (the file is still format 4, and opens dense-only).
     pub lexical: Option<(AnalyzerSpec, Bm25)>,
+    /// The passages' sentences (format v6), for `context`; `None`: no sentence section
+    /// (context then falls back to whole passages).
+    pub sentences: Option<SentenceTable>,
 }
 
 impl Default for WriteOptions {
@@ -47,6 +51,7 @@ impl Default for WriteOptions {
     fn default() -> Self {
         WriteOptions {
             lexical: Some((DEFAULT_ANALYZER, Bm25::default())),
+            sentences: None,
         }
     }
 }
@@ -147,8 +152,21 @@ pub fn write_index_with(
         .map_err(|e| invalid(format!("lexical section: {e}")))?,
         None => Vec::new(),
     };
-    let (sections, footer_at) = layout(count as u64, dim as u64, blob_len, lexical.len() as u64)
-        .ok_or_else(|| invalid("index too large for a 64-bit file offset".to_string()))?;
+    let sentences = match &options.sentences {
+        Some(t) => {
+            let texts: Vec<&str> = passages.iter().map(|p| p.text.as_str()).collect();
+            sentences::encode(t, &texts, dim).map_err(|e| invalid(format!("sentences: {e}")))?
+        }
+        None => Vec::new(),
+    };
+    let (sections, footer_at) = layout(
+        count as u64,
+        dim as u64,
+        blob_len,
+        lexical.len() as u64,
+        sentences.len() as u64,
+    )
+    .ok_or_else(|| invalid("index too large for a 64-bit file offset".to_string()))?;
     let header = Header {
         magic: MAGIC,
         format_version: FORMAT_VERSION,
@@ -181,7 +199,15 @@ pub fn write_index_with(
     let result = (|| -> Result<(), IndexError> {
         let file = File::create(&tmp).map_err(io_err(&tmp))?;
         let mut w = CrcWriter::new(BufWriter::with_capacity(1 << 16, file));
-        write_body(&mut w, &header, passages, vectors, dim, &lexical).map_err(io_err(&tmp))?;
+        write_body(
+            &mut w,
+            &header,
+            passages,
+            vectors,
+            dim,
+            [&lexical, &sentences],
+        )
+        .map_err(io_err(&tmp))?;
         debug_assert_eq!(w.pos, footer_at, "layout and written bytes disagree");
         let crc = w.hasher.clone().finalize();
         let mut footer = [0u8; 16];
@@ -211,7 +237,7 @@ fn write_body<W: Write>(
     passages: &[PassageRecord],
     vectors: &[f32],
     dim: usize,
-    lexical: &[u8],
+    [lexical, sentences]: [&[u8]; 2],
 ) -> std::io::Result<()> {
     w.write_all(&header.encode())?;
 
@@ -259,6 +285,11 @@ fn write_body<W: Write>(
     if !lexical.is_empty() {
         debug_assert_eq!(w.pos, header.sections[SEC_LEXICAL].offset);
         w.write_all(lexical)?;
+        w.pad()?;
+    }
+    if !sentences.is_empty() {
+        debug_assert_eq!(w.pos, header.sections[SEC_SENTENCES].offset);
+        w.write_all(sentences)?;
         w.pad()?;
     }
     Ok(())

@@ -91,6 +91,8 @@ impl Work for Fake {
             reused_embedding: false,
             confidence: None,
             low_evidence: true,
+            conversation: None,
+            context: Default::default(),
         })
     }
 }

@@ -40,6 +40,13 @@
 //! (speculative, or a full scan when the reflector judges them stale) is reranked with
 //! int8 cosines and fused ([`fusion`](crate::fusion)).
 //!
+//! Conversations ([`crate::conversation`], off unless [`StreamingRetriever::set_conversation`]
+//! turns them on): each lane's utterance state carries its conversation's memory, so
+//! it goes with the session. At end of utterance, after the final's own results, the
+//! turn may get a context search (lexical topic terms, the topic's vector mixed into
+//! the final's: no extra embedding); partials are untouched. The STT pipe's lane
+//! forgets its conversation after `gap_ms` without a turn.
+//!
 //! Hot path: after warm-up nothing here allocates (fixed-capacity candidate and hit
 //! sets, reused text buffers); of the embedders, only the fp32 one (tract) and the
 //! tokenizer's path for non-ASCII text do, per embed.
@@ -53,12 +60,14 @@ pub mod trigger;
 use std::time::Instant;
 
 use crate::confidence;
+use crate::context::{Context, ContextBuilder};
+use crate::conversation::{self, ContextSearch, Conversation, ConversationConfig, Used};
 use crate::dense::{Candidates, DEFAULT_CANDIDATES, Query};
 use crate::embed::{DIM, Embed, EmbedError, Embedding, cosine};
 use crate::fusion::Fusion;
 use crate::hits::Hits;
 use crate::retriever::{DEFAULT_LEXICAL_CANDIDATES, Retriever};
-use crate::retriever::{HybridSearcher, Ranked, ranked_from};
+use crate::retriever::{HybridSearcher, Ranked, SearchParams, ranked_from};
 use normalize::{Normalizer, common_prefix_words, word_count};
 use revisions::Revisions;
 use trigger::{Trigger, TriggerState};
@@ -103,6 +112,8 @@ pub struct StreamConfig {
     /// What decides the dense work per partial: the fixed rule (`trigger_interval`,
     /// idle embedding) or a learned model ([`trigger`]).
     pub trigger: Trigger,
+    /// Word pieces of `context` per final ([`crate::context`]; 0: none).
+    pub context_tokens: usize,
 }
 
 impl Default for StreamConfig {
@@ -123,6 +134,7 @@ impl Default for StreamConfig {
             revision_weight: 0.0,
             low_evidence_threshold: crate::confidence::DEFAULT_LOW_EVIDENCE_THRESHOLD,
             trigger: Trigger::Fixed,
+            context_tokens: crate::context::DEFAULT_CONTEXT_TOKENS,
         }
     }
 }
@@ -187,6 +199,8 @@ pub struct FinalTimings {
     pub scan_ms: f64,
     /// Dense rerank, and fusion for the hybrid retriever.
     pub rerank_ms: f64,
+    /// Ranking and packing the sentences of `context`.
+    pub context_ms: f64,
 }
 
 /// The result of one utterance.
@@ -207,6 +221,10 @@ pub struct Outcome {
     /// The confidence is below `low_evidence_threshold` (or there are no results): the
     /// agent should not present the top-1 as the answer.
     pub low_evidence: bool,
+    /// How the conversation was used (`None`: conversations are off).
+    pub conversation: Option<Used>,
+    /// The best sentences of the top passages within `context_tokens` (empty: off).
+    pub context: Context,
 }
 
 /// The reflector's rule, kept apart so it is explicit and testable: the speculation is
@@ -237,6 +255,13 @@ struct Utterance {
     counts: Counts,
     /// What the trigger remembers of the last dense query.
     trig: TriggerState,
+    /// The lane's conversation (its earlier turns).
+    conv: Conversation,
+    /// This turn may use the conversation (a turn's `"context": false` clears it until
+    /// the turn ends).
+    context: bool,
+    /// When the lane's last turn ended.
+    last_turn: Option<Instant>,
 }
 
 impl Utterance {
@@ -253,6 +278,9 @@ impl Utterance {
             revisions: Revisions::new(),
             counts: Counts::default(),
             trig: TriggerState::new(),
+            conv: Conversation::new(),
+            context: true,
+            last_turn: None,
         })
     }
 }
@@ -276,6 +304,11 @@ pub struct StreamingRetriever<'i, E: Embed> {
     spare: String,
     /// Scratch of [`speculative_guess`](Self::speculative_guess).
     guess: Ranked,
+    conversation: ConversationConfig,
+    /// Scratch of the context search.
+    conv_search: ContextSearch,
+    /// Makes each final's `context`.
+    context: ContextBuilder,
 }
 
 impl<'i, E: Embed> StreamingRetriever<'i, E> {
@@ -291,6 +324,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         // The partial is normalised once, and that text is what the lexical query
         // analyses: it must be cut by the index's word rules.
         normalizer.set_rules(searcher.index().word_rules());
+        crate::context::notice_without_sentences(searcher.index(), cfg.context_tokens);
         StreamingRetriever {
             cfg,
             embedder,
@@ -301,7 +335,35 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             parked: Vec::new(),
             spare: String::with_capacity(1024),
             guess: Ranked::new(),
+            conversation: ConversationConfig {
+                enabled: false,
+                ..ConversationConfig::default()
+            },
+            conv_search: ContextSearch::new(),
+            context: ContextBuilder::new(),
         }
+    }
+
+    /// Turns conversations on (or off) for every lane.
+    pub fn set_conversation(&mut self, cfg: ConversationConfig) {
+        self.conversation = cfg;
+    }
+
+    /// Forgets the active lane's conversation (a reset, a new session on the lane).
+    pub fn forget(&mut self) {
+        self.u.conv.reset();
+        self.u.last_turn = None;
+    }
+
+    /// Whether the active lane's turn in progress may use its conversation (until it
+    /// ends; then it is true again).
+    pub fn set_context(&mut self, on: bool) {
+        self.u.context = on;
+    }
+
+    /// Earlier turns the active lane's conversation remembers.
+    pub fn conversation_turns(&self) -> u32 {
+        self.u.conv.remembered()
     }
 
     /// Makes lane `lane`'s utterance the one the calls that follow work on (the
@@ -498,17 +560,85 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             final_norm.clone_from(&self.u.current);
         }
         let outcome = self.finish(&final_norm).map(|mut o| {
+            if self.conversation.enabled {
+                let t = Instant::now();
+                o.conversation = Some(self.converse(&final_norm, &mut o));
+                o.timings.rerank_ms += ms_since(t);
+            }
             // Judged on the retriever's own top [`confidence::DEPTH`] (`finish` ranks at
             // least that many), then cut to what was asked: asking for one passage must
             // not hide the ones it is measured against.
             o.confidence = confidence::of_ranked(self.cfg.retriever, &o.hits);
             o.low_evidence = confidence::is_low(o.confidence, self.cfg.low_evidence_threshold);
+            self.add_context(&final_norm, &mut o);
             o.hits.truncate(self.cfg.top_k);
             o
         });
         self.spare = final_norm; // keep the buffer's capacity
         self.reset();
         outcome
+    }
+
+    /// The turn's conversation step ([`conversation::turn`]) on the final's results.
+    fn converse(&mut self, final_norm: &str, o: &mut Outcome) -> Used {
+        let now = Instant::now();
+        let gap = std::time::Duration::from_millis(self.conversation.gap_ms);
+        if self.active == 0
+            && self
+                .u
+                .last_turn
+                .is_some_and(|t| now.duration_since(t) > gap)
+        {
+            self.u.conv.reset(); // the pipe's visitor left
+        }
+        let p = SearchParams {
+            retriever: self.cfg.retriever,
+            k: self.cfg.top_k,
+            candidates: self.cfg.full_search_candidates.max(self.cfg.top_k),
+            lexical_candidates: self.cfg.lexical_candidates.max(self.cfg.top_k),
+            fusion: self.cfg.fusion,
+        };
+        let dense = self.cfg.retriever.uses_dense() && o.path != FinalPath::Empty;
+        let vector = dense.then_some(&self.u.embedding);
+        let used = conversation::turn(
+            &mut self.u.conv,
+            &mut self.conv_search,
+            &mut self.searcher,
+            &p,
+            &self.conversation,
+            self.u.context,
+            final_norm,
+            vector,
+            &mut o.hits,
+        );
+        if !final_norm.is_empty() {
+            self.u.last_turn = Some(now);
+        }
+        used
+    }
+
+    /// Ranks and packs the sentences of the results into `o.context` (budget
+    /// `context_tokens`; nothing when 0). The question's embedding is the final's when the
+    /// dense side ran.
+    fn add_context(&mut self, final_norm: &str, o: &mut Outcome) {
+        if self.cfg.context_tokens == 0 {
+            return;
+        }
+        let t = Instant::now();
+        let dense = !matches!(o.path, FinalPath::Lexical | FinalPath::Empty);
+        let query = dense.then(|| Query::new(&self.u.embedding));
+        let embedder = &mut self.embedder;
+        let mut count = |t: &str| crate::context::word_pieces(embedder, t);
+        self.context.build(
+            self.searcher.index(),
+            query.as_ref(),
+            final_norm,
+            &o.hits,
+            self.cfg.context_tokens,
+            &mut count,
+            &mut o.context,
+        );
+        o.timings.context_ms = ms_since(t);
     }
 
     fn finish(&mut self, final_norm: &str) -> Result<Outcome, EmbedError> {
@@ -521,6 +651,8 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             reused_embedding: false,
             confidence: None,
             low_evidence: true,
+            conversation: None,
+            context: Context::default(),
         };
         if final_norm.is_empty() {
             return Ok(out);
@@ -624,6 +756,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         self.guess.clear();
         self.u.counts = Counts::default();
         self.u.trig.reset();
+        self.u.context = true;
     }
 
     fn embed_current(&mut self) -> Result<(), EmbedError> {

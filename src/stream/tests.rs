@@ -662,7 +662,7 @@ fn speculative_guess_of_the_dense_retriever_reranks_its_candidates() {
 }
 
 /// An embedder that allocates nothing (the fake lower-cases through a `String`).
-struct NoAlloc;
+pub(crate) struct NoAlloc;
 
 impl Embed for NoAlloc {
     fn embed_into(&mut self, text: &str, out: &mut Embedding) -> Result<usize, EmbedError> {
@@ -720,6 +720,64 @@ fn no_allocation_per_partial_after_warm_up() {
         let after = alloc_count::count();
         assert_eq!(after - before, 0, "{kind}: allocations in one utterance");
         assert!(!out.hits.is_empty(), "{kind}");
+    }
+}
+
+#[test]
+fn context_allocates_nothing_per_final_after_warm_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus: &[(&str, &str)] = &[
+        (
+            "timer",
+            "Kitchen timers ring loudly. You can set a timer for ten minutes in the kitchen. \
+             It stops by itself after an hour of ringing.",
+        ),
+        (
+            "paris",
+            "Paris is the capital of France. It has many museums and old bridges.",
+        ),
+        (
+            "jazz",
+            "Play some jazz music in the living room. The speakers are in the corner.",
+        ),
+    ];
+    for sentences in [true, false] {
+        let index = crate::testing::hash_index_with(dir.path(), corpus, sentences);
+        for kind in Retriever::ALL {
+            let mut r = StreamingRetriever::new(
+                StreamConfig {
+                    retriever: kind,
+                    trigger_interval: 1,
+                    context_tokens: 12,
+                    ..cfg()
+                },
+                NoAlloc,
+                HybridSearcher::new(&index).unwrap(),
+                Normalizer::default(),
+            );
+            let utterance = |r: &mut StreamingRetriever<'_, NoAlloc>| {
+                for p in ["set a", "set a timer", "set a timer for ten minutes"] {
+                    r.observe(p).unwrap();
+                }
+                r.finalize("set a timer for ten minutes").unwrap()
+            };
+            utterance(&mut r); // warm-up
+            let before = alloc_count::count();
+            let out = utterance(&mut r);
+            let after = alloc_count::count();
+            assert_eq!(
+                after - before,
+                0,
+                "{kind}, sentences {sentences}: allocations"
+            );
+            assert!(
+                !out.context.spans.is_empty(),
+                "{kind}, sentences {sentences}"
+            );
+            assert!(out.context.tokens <= 12);
+            let unit = if sentences { "sentences" } else { "passages" };
+            assert_eq!(out.context.unit.as_str(), unit);
+        }
     }
 }
 

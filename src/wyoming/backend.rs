@@ -10,10 +10,14 @@ use crate::hub::{self, Client, Hub};
 /// A final result, as much of it as a Wyoming reply needs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FinalResult {
-    /// The best passage: (title, text); `None` when nothing was found.
+    /// The best passage: (title, text); `None` when nothing was found. With a
+    /// `context`, the text is its best sentence(s) (the span holding the best-ranked
+    /// sentence), not the whole passage.
     pub top: Option<(String, String)>,
     /// The confidence is low: the top passage should not be presented as the answer.
     pub low_evidence: bool,
+    /// The line's `context` as it was (`None`: context off).
+    pub context: Option<serde_json::Value>,
 }
 
 /// One session's transcripts, turn by turn (the whole hypothesis each time, not a
@@ -106,22 +110,65 @@ pub fn final_result(line: &[u8]) -> FinalResult {
         evidence: String,
         #[serde(default)]
         results: Vec<Passage>,
+        #[serde(default)]
+        context: Option<serde_json::Value>,
     }
     #[derive(serde::Deserialize)]
     struct Passage {
+        #[serde(default)]
+        id: String,
+        #[serde(default)]
+        chunk: u32,
         title: String,
         text: String,
     }
+    #[derive(serde::Deserialize)]
+    struct Context {
+        #[serde(default)]
+        best: usize,
+        #[serde(default)]
+        spans: Vec<Span>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Span {
+        passage: String,
+        chunk: u32,
+        start: usize,
+        end: usize,
+    }
     match serde_json::from_slice::<Line>(line) {
-        Ok(l) => FinalResult {
-            low_evidence: l.evidence != "ok",
-            top: l.results.into_iter().next().map(|p| (p.title, p.text)),
-        },
+        Ok(l) => {
+            // The best sentence(s): the context's best span, cut from its passage.
+            let best = l
+                .context
+                .as_ref()
+                .and_then(|c| serde_json::from_value::<Context>(c.clone()).ok())
+                .and_then(|c| c.spans.into_iter().nth(c.best))
+                .and_then(|s| {
+                    let p = l
+                        .results
+                        .iter()
+                        .find(|p| p.id == s.passage && p.chunk == s.chunk)?;
+                    let text: String = p
+                        .text
+                        .chars()
+                        .skip(s.start)
+                        .take(s.end.saturating_sub(s.start))
+                        .collect();
+                    (!text.trim().is_empty()).then(|| (p.title.clone(), text))
+                });
+            FinalResult {
+                low_evidence: l.evidence != "ok",
+                top: best.or_else(|| l.results.into_iter().next().map(|p| (p.title, p.text))),
+                context: l.context,
+            }
+        }
         Err(e) => {
             log::error!("wyoming: a result line does not read back: {e}");
             FinalResult {
                 top: None,
                 low_evidence: true,
+                context: None,
             }
         }
     }
@@ -138,7 +185,8 @@ mod tests {
             final_result(line),
             FinalResult {
                 top: Some(("A".into(), "first".into())),
-                low_evidence: false
+                low_evidence: false,
+                context: None,
             }
         );
         let low = br#"{"type":"final","evidence":"low","results":[]}"#;
@@ -146,9 +194,24 @@ mod tests {
             final_result(low),
             FinalResult {
                 top: None,
-                low_evidence: true
+                low_evidence: true,
+                context: None,
             }
         );
         assert!(final_result(b"garbage").low_evidence);
+    }
+
+    #[test]
+    fn with_a_context_the_answer_is_its_best_sentence() {
+        let line = r#"{"type":"final","evidence":"ok","results":[{"id":"a","chunk":0,"title":"A","text":"Zürich is big. The capital is Bern."},{"id":"b","chunk":0,"title":"B","text":"other"}],"context":{"text":"Zürich is big. The capital is Bern.","tokens":9,"unit":"sentences","best":1,"spans":[{"passage":"a","chunk":0,"start":0,"end":14},{"passage":"a","chunk":0,"start":15,"end":35}]}}"#;
+        let r = final_result(line.as_bytes());
+        assert_eq!(r.top, Some(("A".into(), "The capital is Bern.".into())));
+        assert!(r.context.is_some());
+        // a span that points nowhere: the top passage, as without context
+        let odd = line.replace(r#""best":1"#, r#""best":7"#);
+        assert_eq!(
+            final_result(odd.as_bytes()).top.unwrap().1,
+            "Zürich is big. The capital is Bern."
+        );
     }
 }

@@ -180,12 +180,16 @@ impl Replies {
     /// Answers a `transcript` as a `handle` service: the best passage (`handled`), or
     /// `not-handled` with the reason.
     fn reply(&mut self, turn: ReplyTurn, results: Option<&mut (dyn Results + 'static)>) -> bool {
+        let mut context = None;
         let (kind, text) = if turn == 0 {
             ("not-handled", "primd: the transcript was empty".to_string())
         } else {
             match results.map(|r| r.final_of(turn, REPLY_TIMEOUT)) {
                 Some(Some(r)) => match r.top {
-                    Some((_, text)) if !r.low_evidence => ("handled", text),
+                    Some((_, text)) if !r.low_evidence => {
+                        context = r.context;
+                        ("handled", text)
+                    }
                     Some(_) => (
                         "not-handled",
                         "primd: no passage matches that well enough".to_string(),
@@ -199,7 +203,10 @@ impl Replies {
                 ),
             }
         };
-        let data = serde_json::json!({ "text": text }).to_string();
-        self.event(kind, data.as_bytes())
+        let data = match context {
+            Some(c) => serde_json::json!({ "text": text, "context": c }),
+            None => serde_json::json!({ "text": text }),
+        };
+        self.event(kind, data.to_string().as_bytes())
     }
 }

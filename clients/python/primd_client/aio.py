@@ -108,14 +108,14 @@ class AsyncClient:
 
     # -- transcripts ------------------------------------------------------------------
 
-    async def partial(self, session, turn, text):
-        await self._transcript(session, turn, "partial", str(text))
+    async def partial(self, session, turn, text, context=True):
+        await self._transcript(session, turn, "partial", str(text), context)
 
-    async def final(self, session, turn, text):
-        await self._transcript(session, turn, "final", str(text))
+    async def final(self, session, turn, text, context=True):
+        await self._transcript(session, turn, "final", str(text), context)
 
-    async def end_of_speech(self, session, turn):
-        await self._transcript(session, turn, "end_of_speech", True)
+    async def end_of_speech(self, session, turn, context=True):
+        await self._transcript(session, turn, "end_of_speech", True, context)
 
     async def wait_final(self, session, turn, timeout=5.0):
         """The final result of (session, turn); raises Timeout, TurnAbandoned,
@@ -148,8 +148,8 @@ class AsyncClient:
         """True when the final of (session, turn) has arrived and not been collected."""
         return (session, turn) in self._router.finals
 
-    async def query(self, session, turn, text, timeout=5.0):
-        await self.final(session, turn, text)
+    async def query(self, session, turn, text, timeout=5.0, context=True):
+        await self.final(session, turn, text, context)
         return await self.wait_final(session, turn, timeout)
 
     async def next_result(self, timeout=5.0):
@@ -187,6 +187,10 @@ class AsyncClient:
                 f"turn {abandoned[1]} of session {session!r} was abandoned by closing it"))
         return reply
 
+    async def reset(self, session, timeout=5.0):
+        """Forgets a session's conversation (one of this connection's, or "stt")."""
+        return await self._command("reset", timeout, session=session)
+
     async def reload(self, timeout=30.0):
         return await self._command("reload", timeout)
 
@@ -211,10 +215,10 @@ class AsyncClient:
             self._set_closed(f"send failed: {e}")
             raise self._closed from None
 
-    async def _transcript(self, session, turn, key, value):
+    async def _transcript(self, session, turn, key, value, context=True):
         if self._closed is not None:
             raise self._closed
-        msg, abandoned = self._router.transcript(session, turn, key, value)
+        msg, abandoned = self._router.transcript(session, turn, key, value, context)
         if abandoned:
             self._fail(abandoned, p.TurnAbandoned(
                 f"turn {abandoned[1]} of session {session!r} was abandoned by turn {turn}"))

@@ -105,17 +105,22 @@ class Client:
 
     # -- transcripts ------------------------------------------------------------------
 
-    def partial(self, session, turn, text):
+    # A session is a conversation: primd retrieves each turn with what its earlier
+    # turns established ("who designed it?" after "when was the museum built?").
+    # `context=False` retrieves that turn alone; `reset(session)` forgets the earlier
+    # turns (docs/conversations.md).
+
+    def partial(self, session, turn, text, context=True):
         """The whole hypothesis so far of `turn` (not a delta)."""
-        self._transcript(session, turn, "partial", str(text))
+        self._transcript(session, turn, "partial", str(text), context)
 
-    def final(self, session, turn, text):
+    def final(self, session, turn, text, context=True):
         """The recognizer's final transcript: ends the turn; primd answers it."""
-        self._transcript(session, turn, "final", str(text))
+        self._transcript(session, turn, "final", str(text), context)
 
-    def end_of_speech(self, session, turn):
+    def end_of_speech(self, session, turn, context=True):
         """Ends the turn without text: the newest partial is the final."""
-        self._transcript(session, turn, "end_of_speech", True)
+        self._transcript(session, turn, "end_of_speech", True, context)
 
     def wait_final(self, session, turn, timeout=5.0):
         """The final result of (session, turn): a dict as in docs/protocol.md. Raises
@@ -135,9 +140,9 @@ class Client:
                                     f"within {timeout} s")
                 self._cond.wait(left)
 
-    def query(self, session, turn, text, timeout=5.0):
+    def query(self, session, turn, text, timeout=5.0, context=True):
         """Sends the final of `turn` and waits for its result."""
-        self.final(session, turn, text)
+        self.final(session, turn, text, context)
         return self.wait_final(session, turn, timeout)
 
     # -- results of subscriptions -------------------------------------------------------
@@ -180,6 +185,11 @@ class Client:
                 self._cond.notify_all()
         return reply
 
+    def reset(self, session, timeout=5.0):
+        """Forgets the conversation of one of this connection's sessions (or of "stt",
+        the pipe): its next turn is retrieved alone."""
+        return self._command("reset", timeout, session=session)
+
     def reload(self, timeout=30.0):
         """What SIGHUP does; ServerError(`reload_failed`) if the index file is invalid
         (the old index keeps serving)."""
@@ -221,9 +231,9 @@ class Client:
                 with self._cond:
                     after()
 
-    def _transcript(self, session, turn, key, value):
+    def _transcript(self, session, turn, key, value, context=True):
         def build():
-            msg, abandoned = self._router.transcript(session, turn, key, value)
+            msg, abandoned = self._router.transcript(session, turn, key, value, context)
 
             def after():
                 if abandoned:

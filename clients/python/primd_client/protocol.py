@@ -171,9 +171,10 @@ class Router:
         msg.update({k: v for k, v in fields.items() if v is not None})
         return self.next_id, msg
 
-    def transcript(self, session, turn, key, value):
+    def transcript(self, session, turn, key, value, context=True):
         """Builds a transcript message and returns it with the turn it abandons
-        (None if none): the session's newer-turn rule applied client-side."""
+        (None if none): the session's newer-turn rule applied client-side.
+        `context=False`: primd retrieves this turn without its conversation."""
         check_session(session)
         check_turn(turn)
         abandoned = None
@@ -189,7 +190,10 @@ class Router:
         if key in ("final", "end_of_speech"):
             self.ended[(session, turn)] = True
             self._bound(self.ended)
-        return {"session": session, "turn": turn, key: value}, abandoned
+        msg = {"session": session, "turn": turn, key: value}
+        if not context:
+            msg["context"] = False
+        return msg, abandoned
 
     def close_session(self, session):
         """Forgets a session the client closed; returns its open turn (abandoned by

@@ -123,6 +123,17 @@ class TurnFeeder:
         self._last_final = None
         return await self.result(turn, timeout)
 
+    async def reset(self):
+        """Forgets the conversation primd keeps for this session (the agent's chat was
+        cleared): the next turn is retrieved alone. False when not connected."""
+        if self._client is None:
+            return False
+        try:
+            await self._client.reset(self.session)
+            return True
+        except Exception:  # noqa: BLE001 - a reset must never break the agent
+            return False
+
     async def close(self):
         if self._client is not None:
             await self._client.close()

@@ -67,6 +67,15 @@ class Turns(unittest.TestCase):
         _, ab = r.transcript("other", 9, "partial", "x")
         self.assertIsNone(ab, "sessions are independent")
 
+    def test_context_false_is_sent_only_when_asked(self):
+        r = p.Router()
+        msg, _ = r.transcript("s", 1, "final", "when was the museum built")
+        self.assertNotIn("context", msg)
+        msg, _ = r.transcript("s", 2, "final", "who designed it", context=False)
+        self.assertIs(msg["context"], False)
+        _, cmd = r.command("reset", session="s")
+        self.assertEqual((cmd["cmd"], cmd["session"]), ("reset", "s"))
+
     def test_closing_a_session_abandons_its_open_turn_and_frees_the_name(self):
         r = p.Router()
         r.transcript("s", 4, "partial", "a")

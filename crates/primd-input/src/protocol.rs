@@ -33,6 +33,8 @@ pub enum Request {
         session: String,
         turn: u64,
         what: What,
+        /// `"context": false`: this turn is retrieved without its conversation.
+        context: bool,
     },
     /// A command; `id` is echoed in its reply.
     Command { id: Option<Value>, cmd: Command },
@@ -63,6 +65,10 @@ pub enum Command {
     Close {
         session: String,
     },
+    /// Forgets a session's conversation (its earlier turns).
+    Reset {
+        session: String,
+    },
     Reload,
     Stats,
 }
@@ -74,6 +80,7 @@ impl Command {
             Command::Subscribe { .. } => "subscribe",
             Command::Unsubscribe { .. } => "unsubscribe",
             Command::Close { .. } => "close",
+            Command::Reset { .. } => "reset",
             Command::Reload => "reload",
             Command::Stats => "stats",
         }
@@ -186,6 +193,9 @@ pub fn parse(text: &str) -> Result<Request, Refusal> {
             "close" => Command::Close {
                 session: session().map_err(|r| with(r, Some(name)))?,
             },
+            "reset" => Command::Reset {
+                session: session().map_err(|r| with(r, Some(name)))?,
+            },
             _ => {
                 let shown: String = name.chars().take(64).collect();
                 let r = refuse("unknown_cmd", format!("unknown command {shown:?}"));
@@ -227,6 +237,11 @@ pub fn parse(text: &str) -> Result<Request, Refusal> {
     };
     let partial = text("partial")?;
     let final_ = text("final")?;
+    let context = match o.get("context") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(refuse("bad_message", "\"context\" is true or false")),
+    };
     let eos = match o.get("end_of_speech") {
         None | Some(Value::Bool(false)) | Some(Value::Null) => false,
         Some(Value::Bool(true)) => true,
@@ -253,6 +268,7 @@ pub fn parse(text: &str) -> Result<Request, Refusal> {
         session,
         turn,
         what,
+        context,
     })
 }
 
@@ -275,9 +291,29 @@ mod tests {
             Request::Transcript {
                 session: "kiosk-1".into(),
                 turn: 7,
-                what: What::Partial("what is".into())
+                what: What::Partial("what is".into()),
+                context: true,
             }
         );
+        assert!(matches!(
+            parse(r#"{"session":"k","turn":2,"final":"and for children?","context":false}"#)
+                .unwrap(),
+            Request::Transcript { context: false, .. }
+        ));
+        assert_eq!(
+            code(r#"{"session":"k","turn":2,"final":"x","context":"no"}"#),
+            "bad_message"
+        );
+        assert_eq!(
+            parse(r#"{"cmd":"reset","session":"kiosk-1"}"#).unwrap(),
+            Request::Command {
+                id: None,
+                cmd: Command::Reset {
+                    session: "kiosk-1".into()
+                }
+            }
+        );
+        assert_eq!(code(r#"{"cmd":"reset"}"#), "bad_message");
         assert!(matches!(
             parse(r#"{"session":"k","turn":0,"final":""}"#).unwrap(),
             Request::Transcript { what: What::Final(f), .. } if f.is_empty()

@@ -20,10 +20,12 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
+use primd::context::{sentence_spans, word_pieces};
 use primd::embed::{DIM, Embed, Embedder, EmbedderOptions, Embedding, MAX_TOKENS, Precision};
 use primd::flags::ModelArgs;
 use primd::index::{
-    Index, IndexMeta, PassageRecord, WriteOptions, passage_embed_text, write_index_with,
+    Index, IndexMeta, PassageRecord, SentenceSpan, SentenceTable, WriteOptions, passage_embed_text,
+    write_index_with,
 };
 use primd::lexical::{AnalyzerKind, AnalyzerSpec, Bm25, DEFAULT_ANALYZER, check_params};
 
@@ -54,6 +56,10 @@ struct Args {
     /// Leave out the lexical (BM25) section: a dense-only index
     #[arg(long)]
     no_lexical: bool,
+    /// Leave out the sentence section (format v6): answers' `context` is then made of
+    /// whole passages, and the index is smaller and built faster
+    #[arg(long)]
+    no_sentences: bool,
     /// Lexical analyzer: words, or char3 / char4 / char5 (character n-grams, across words)
     #[arg(long, value_name = "NAME", default_value_t = DEFAULT_ANALYZER)]
     analyzer: AnalyzerSpec,
@@ -93,8 +99,9 @@ fn run(args: Args) -> anyhow::Result<()> {
     };
     // Checked before the (long) embedding, not after it.
     check_params(&args.analyzer, bm25).map_err(anyhow::Error::msg)?;
-    let options = WriteOptions {
+    let mut options = WriteOptions {
         lexical: (!args.no_lexical).then_some((args.analyzer, bm25)),
+        sentences: None,
     };
     let started = Instant::now();
     let docs = corpus::read(&args.input)?;
@@ -131,8 +138,32 @@ fn run(args: Args) -> anyhow::Result<()> {
         .clamp(1, passages.len());
 
     let embed_started = Instant::now();
-    let vectors = embed_all(&embedder, &passages, threads, args.quiet)?;
+    let texts: Vec<String> = passages
+        .iter()
+        .map(|p| passage_embed_text(&p.title, &p.text))
+        .collect();
+    let describe = |r: &std::ops::Range<usize>| {
+        let (first, last) = (&passages[r.start], &passages[r.end - 1]);
+        format!(
+            "embedding passages {:?} chunk {} to {:?} chunk {}",
+            first.id, first.chunk, last.id, last.chunk
+        )
+    };
+    let vectors = embed_all(
+        &embedder, &texts, threads, args.quiet, "passages", &describe,
+    )?;
+    drop(texts);
     let embed_secs = embed_started.elapsed().as_secs_f64();
+    let sentences_started = Instant::now();
+    if !args.no_sentences {
+        options.sentences = Some(sentence_table(
+            &mut embedder,
+            &passages,
+            threads,
+            args.quiet,
+        )?);
+    }
+    let sentence_secs = sentences_started.elapsed().as_secs_f64();
 
     let meta = IndexMeta {
         dim: DIM as u32,
@@ -168,6 +199,13 @@ fn run(args: Args) -> anyhow::Result<()> {
             "build-index: no lexical section (--no-lexical): {:.1} MiB, dense search only",
             size as f64 / (1 << 20) as f64
         ),
+    }
+    if let Some(s) = index.sentences() {
+        eprintln!(
+            "build-index: sentence section: {} sentences ({:.1} per passage), embedded in {sentence_secs:.1} s",
+            s.len(),
+            s.len() as f64 / passages.len() as f64
+        );
     }
     eprintln!(
         "build-index: {} documents → {} passages in {:?} ({:.1} passages/s embedding on {} threads, {} model, {:.1} s total)",
@@ -227,77 +265,99 @@ fn large_corpus_notice(passages: usize, spec: &AnalyzerSpec, output: &Path) -> O
     ))
 }
 
-/// Embeds `passages` (title + text) as one batch through the encoder, into `out`.
-fn embed_batch(
-    e: &mut Embedder,
-    passages: &[&PassageRecord],
-    out: &mut [Embedding],
-) -> anyhow::Result<()> {
-    let texts: Vec<String> = passages
-        .iter()
-        .map(|p| passage_embed_text(&p.title, &p.text))
-        .collect();
-    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-    e.embed_batch(&texts, out).with_context(|| {
-        let (first, last) = (&passages[0], &passages[passages.len() - 1]);
-        format!(
-            "embedding passages {:?} chunk {} to {:?} chunk {}",
-            first.id, first.chunk, last.id, last.chunk
-        )
-    })?;
-    Ok(())
-}
-
-/// Embeds every passage on `threads` threads, each with its own fork of the model
-/// ([`primd::parallel::map`] over batches of consecutive passages): every vector lands in
-/// its passage's slot, so the result does not depend on scheduling, and the first
-/// failure stops the others.
+/// Embeds every text on `threads` threads, each with its own fork of the model
+/// ([`primd::parallel::map`] over batches of consecutive texts): every vector lands in
+/// its text's slot, so the result does not depend on scheduling, and the first failure
+/// stops the others. `unit` names the texts on the progress bar; `describe` names a
+/// batch that failed.
 fn embed_all(
     embedder: &Embedder,
-    passages: &[PassageRecord],
+    texts: &[String],
     threads: usize,
     quiet: bool,
+    unit: &str,
+    describe: &(dyn Fn(&std::ops::Range<usize>) -> String + Sync),
 ) -> anyhow::Result<Vec<Embedding>> {
     let bar = if quiet {
         ProgressBar::hidden()
     } else {
-        ProgressBar::new(passages.len() as u64)
+        ProgressBar::new(texts.len() as u64)
     };
     bar.set_style(
-        ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:40}] {pos}/{len} passages ({per_sec}, eta {eta})",
-        )
+        ProgressStyle::with_template(&format!(
+            "{{elapsed_precise}} [{{bar:40}}] {{pos}}/{{len}} {unit} ({{per_sec}}, eta {{eta}})"
+        ))
         .expect("valid template")
         .progress_chars("=> "),
     );
-    // Consecutive passages, a batch closing once it holds BATCH_WORDS words.
+    // Consecutive texts, a batch closing once it holds BATCH_WORDS words.
     let mut batches: Vec<std::ops::Range<usize>> = Vec::new();
     let mut start = 0;
     let mut words = 0;
-    for (i, p) in passages.iter().enumerate() {
-        words += p.text.split_whitespace().count();
+    for (i, t) in texts.iter().enumerate() {
+        words += t.split_whitespace().count();
         if words >= BATCH_WORDS || i + 1 - start >= BATCH_MAX {
             batches.push(start..i + 1);
             (start, words) = (i + 1, 0);
         }
     }
-    if start < passages.len() {
-        batches.push(start..passages.len());
+    if start < texts.len() {
+        batches.push(start..texts.len());
     }
     let parts = primd::parallel::map(
         &batches,
         threads,
         || Ok(embedder.fork()?),
         |e, _, range| {
-            let these: Vec<&PassageRecord> = passages[range.clone()].iter().collect();
+            let these: Vec<&str> = texts[range.clone()].iter().map(String::as_str).collect();
             let mut v = vec![[0.0; DIM]; these.len()];
-            embed_batch(e, &these, &mut v)?;
+            e.embed_batch(&these, &mut v)
+                .with_context(|| describe(range))?;
             bar.inc(these.len() as u64);
             Ok(v)
         },
     );
     bar.finish_and_clear();
     Ok(parts?.into_iter().flatten().collect())
+}
+
+/// The passages' sentences ([`primd::context::sentence_spans`], counted by the model's
+/// tokenizer) embedded on `threads` threads, as the index's sentence section stores them.
+fn sentence_table(
+    embedder: &mut Embedder,
+    passages: &[PassageRecord],
+    threads: usize,
+    quiet: bool,
+) -> anyhow::Result<SentenceTable> {
+    let spans: Vec<Vec<SentenceSpan>> = passages
+        .iter()
+        .map(|p| {
+            if u32::try_from(p.text.len()).is_err() {
+                return Vec::new();
+            }
+            sentence_spans(&p.text, &mut |t| word_pieces(embedder, t))
+        })
+        .collect();
+    let mut texts = Vec::new();
+    let mut owner = Vec::new();
+    for (i, (p, s)) in passages.iter().zip(&spans).enumerate() {
+        for sp in s {
+            texts.push(p.text[sp.start as usize..sp.end as usize].to_string());
+            owner.push(i);
+        }
+    }
+    let describe = |r: &std::ops::Range<usize>| {
+        let (first, last) = (&passages[owner[r.start]], &passages[owner[r.end - 1]]);
+        format!(
+            "embedding the sentences of passages {:?} chunk {} to {:?} chunk {}",
+            first.id, first.chunk, last.id, last.chunk
+        )
+    };
+    let vectors = embed_all(embedder, &texts, threads, quiet, "sentences", &describe)?;
+    Ok(SentenceTable {
+        spans,
+        vectors: vectors.iter().flatten().copied().collect(),
+    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,330 @@
+//! `context`: the sentences of the top passages that answer the question, packed to a
+//! token budget, for an agent that hands primd's evidence to a small LLM.
+//!
+//! Why: on a board the LLM's prompt prefill, not retrieval, is the wait the user hears;
+//! ten passages are 1,500-3,000 tokens, and the answer sits in one or two sentences. So
+//! at end of speech, with the question's vector and terms already at hand, primd ranks
+//! the sentences of its top passages and hands over the best ones within the agent's
+//! budget, with where each one came from so the agent can cite.
+//!
+//! The flow, one file each: [`split`] cuts passages into sentences at build time (the
+//! index stores their byte ranges, word-piece counts and int8 vectors:
+//! `index::Sentences`); `rank` scores each sentence of the top [`CONTEXT_PASSAGES`]
+//! passages by the question (the sentence vector's cosine, the share of the question's
+//! idf-weighted terms it contains, and its passage's rank); `pack` takes the best ones
+//! that fit (a sentence starting with a pronoun brings the one before it), cuts one at a
+//! word boundary when it alone is longer than what is left, and orders them by passage
+//! rank, then text order. An index without sentences (built before format v6) gets whole
+//! passages instead, cut likewise, and the answer says so (`unit: "passages"`).
+//!
+//! The retriever calls [`ContextBuilder::build`] on every final: it works in buffers
+//! made once ([`Context`] is fixed-capacity spans, no text), so after warm-up it
+//! allocates nothing; the writer thread turns the spans into text ([`to_json`]).
+//! Tokens are the embedder's word pieces (counted at build time; a cut is counted
+//! with the caller's counter, [`word_pieces`]).
+
+mod pack;
+mod rank;
+pub mod split;
+
+use heapless::Vec as FixedVec;
+use serde::Serialize;
+
+use crate::dense::Query;
+use crate::embed::{Embed, MAX_TOKENS};
+use crate::fusion::Scored;
+use crate::index::{Index, IndexError, SentenceSpan, SentenceTable};
+use pack::Cand;
+use rank::Ranker;
+
+/// The budget when none is given, in word pieces.
+pub const DEFAULT_CONTEXT_TOKENS: usize = 128;
+/// The largest budget accepted (config key, flag, protocol).
+pub const MAX_CONTEXT_TOKENS: usize = 1_000_000;
+/// Passages (best first) whose sentences are ranked.
+pub const CONTEXT_PASSAGES: usize = 5;
+/// Most spans one context holds.
+pub const MAX_SPANS: usize = 64;
+/// Most sentences ranked per question (the top passages' first ones).
+pub(crate) const MAX_SENTENCES: usize = 256;
+
+/// A piece of the context: bytes `start..end` of passage `passage`'s text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Span {
+    /// Position of the passage in the index.
+    pub passage: u32,
+    /// Byte offsets in the passage's text.
+    pub start: u32,
+    pub end: u32,
+    /// Word pieces of `text[start..end]`.
+    pub tokens: u32,
+    /// The last sentence was cut at a word boundary to fit the budget.
+    pub cut: bool,
+}
+
+/// What the spans are made of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Unit {
+    #[default]
+    Sentences,
+    /// The index has no sentences (built before format v6): whole passages.
+    Passages,
+}
+
+impl Unit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unit::Sentences => "sentences",
+            Unit::Passages => "passages",
+        }
+    }
+}
+
+/// One answer's context: spans in the order they are handed over (passages by rank,
+/// each passage's spans in text order). No text: [`to_json`] makes it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Context {
+    pub spans: FixedVec<Span, MAX_SPANS>,
+    /// Sum of the spans' tokens (≤ the budget).
+    pub tokens: u32,
+    pub unit: Unit,
+    /// The span holding the best-ranked sentence (the spoken answer, Wyoming).
+    pub best: usize,
+    /// The budget it was made for (0: context is off).
+    pub budget: u32,
+}
+
+impl Context {
+    pub fn clear(&mut self) {
+        self.spans.clear();
+        self.tokens = 0;
+        self.unit = Unit::Sentences;
+        self.best = 0;
+        self.budget = 0;
+    }
+}
+
+/// The number of word pieces of `text` for `e`'s tokenizer, without `[CLS]`/`[SEP]`; a
+/// text longer than the model reads is counted word by word (word pieces never span
+/// white space, so the counts add up). A word the tokenizer fails on counts 1.
+pub fn word_pieces<E: Embed + ?Sized>(e: &mut E, text: &str) -> usize {
+    match e.count_tokens(text) {
+        Ok(n) if n < MAX_TOKENS => n.saturating_sub(2),
+        _ => text
+            .split_whitespace()
+            .map(|w| e.count_tokens(w).map_or(1, |n| n.saturating_sub(2)))
+            .sum(),
+    }
+}
+
+/// The sentences of a passage's `text` ([`split::sentences`]) with their word pieces
+/// (`count`: [`word_pieces`]), as the index stores them (build time).
+pub fn sentence_spans(text: &str, count: &mut dyn FnMut(&str) -> usize) -> Vec<SentenceSpan> {
+    split::sentences(text)
+        .into_iter()
+        .map(|r| SentenceSpan {
+            start: r.start as u32,
+            end: r.end as u32,
+            tokens: count(&text[r]) as u32,
+        })
+        .collect()
+}
+
+/// The sentence table of `passages` embedded one sentence at a time by `e` (tests and
+/// small corpora; `build-index` embeds in parallel batches). A passage longer than
+/// 4 GiB has no sentences.
+pub fn sentence_table<E: Embed + ?Sized>(
+    e: &mut E,
+    passages: &[crate::index::PassageRecord],
+) -> Result<SentenceTable, crate::embed::EmbedError> {
+    let mut table = SentenceTable::default();
+    for p in passages {
+        let spans = if u32::try_from(p.text.len()).is_ok() {
+            sentence_spans(&p.text, &mut |t| word_pieces(e, t))
+        } else {
+            Vec::new()
+        };
+        for sp in &spans {
+            let mut v = [0.0; crate::embed::DIM];
+            e.embed_into(&p.text[sp.start as usize..sp.end as usize], &mut v)?;
+            table.vectors.extend_from_slice(&v);
+        }
+        table.spans.push(spans);
+    }
+    Ok(table)
+}
+
+/// Says once per process that `index` has no sentences (built before format v6), so a
+/// `context` of `budget` > 0 is made of whole passages.
+pub fn notice_without_sentences(index: &Index, budget: usize) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    if budget > 0 && index.sentences().is_none() {
+        ONCE.call_once(|| {
+            log::warn!(
+                "notice: index {} has no sentences (made before index format v6): each \
+                 answer's context is whole passages cut to the budget (\"unit\": \"passages\"); \
+                 rebuilding it with build-index adds them",
+                index.path().display()
+            )
+        });
+    }
+}
+
+/// Makes contexts; owns the scratch space, so make one per thread.
+pub struct ContextBuilder {
+    ranker: Ranker,
+    cands: FixedVec<Cand, MAX_SENTENCES>,
+}
+
+impl Default for ContextBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ContextBuilder {
+    pub fn new() -> Self {
+        ContextBuilder {
+            ranker: Ranker::new(),
+            cands: FixedVec::new(),
+        }
+    }
+
+    /// The context of `question` (embedded as `query`, if it was) over `hits` (best
+    /// first), at most `budget` word pieces, into `out` (empty for budget 0 or no hits).
+    /// `count` counts the word pieces of a text (for a cut, and for whole passages of an
+    /// index without sentences): [`word_pieces`]. A damaged passage record is skipped.
+    #[allow(clippy::too_many_arguments)]
+    pub fn build(
+        &mut self,
+        index: &Index,
+        query: Option<&Query>,
+        question: &str,
+        hits: &[Scored],
+        budget: usize,
+        count: &mut dyn FnMut(&str) -> usize,
+        out: &mut Context,
+    ) {
+        out.clear();
+        let budget = budget.min(MAX_CONTEXT_TOKENS) as u32;
+        out.budget = budget;
+        if budget == 0 || hits.is_empty() {
+            return;
+        }
+        let top = &hits[..hits.len().min(CONTEXT_PASSAGES)];
+        let Some(sentences) = index.sentences() else {
+            out.unit = Unit::Passages;
+            pack::whole_passages(index, top, budget, count, out);
+            return;
+        };
+        self.cands.clear();
+        let (lo, hi) = top
+            .iter()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), h| {
+                (lo.min(h.score), hi.max(h.score))
+            });
+        for (rank, h) in top.iter().enumerate() {
+            let retrieval = if hi > lo && (hi - lo).is_finite() {
+                (h.score - lo) / (hi - lo)
+            } else {
+                1.0
+            };
+            let Ok(p) = index.passage(h.index as usize) else {
+                continue;
+            };
+            for k in sentences.of_passage(h.index as usize) {
+                let sp = sentences.span(k);
+                let (a, b) = (sp.start as usize, sp.end as usize);
+                // Checked here, not at open: a damaged span is skipped, never a panic.
+                if b > p.text.len() || !p.text.is_char_boundary(a) || !p.text.is_char_boundary(b) {
+                    continue;
+                }
+                let c = Cand::new(h.index, rank, retrieval, k as u32, sp, &p.text[a..b]);
+                if self.cands.push(c).is_err() {
+                    break;
+                }
+            }
+        }
+        self.ranker
+            .score(index, &sentences, query, question, &mut self.cands);
+        pack::sentences(index, &mut self.cands, budget, count, out);
+    }
+}
+
+/// A context as the agent reads it.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct ContextJson<'a> {
+    /// The spans' text: a passage's spans joined by a space, passages by a line break
+    /// (white space adds no word piece, so `tokens` is the text's count).
+    pub text: String,
+    pub tokens: u32,
+    /// `"sentences"`, or `"passages"` for an index built before sentences were stored.
+    pub unit: &'static str,
+    /// The span holding the best-ranked sentence (what a voice answer speaks).
+    pub best: usize,
+    pub spans: Vec<SpanJson<'a>>,
+}
+
+/// Where a span came from: the passage's id and chunk, and character (Unicode scalar)
+/// offsets in its `text`.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct SpanJson<'a> {
+    pub passage: &'a str,
+    pub chunk: u32,
+    pub start: usize,
+    pub end: usize,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
+}
+
+/// The text of one span (`""` if the index does not hold it).
+pub fn span_text<'a>(index: &'a Index, s: &Span) -> Result<&'a str, IndexError> {
+    if s.passage as usize >= index.len() {
+        return Ok("");
+    }
+    let p = index.passage(s.passage as usize)?;
+    Ok(p.text.get(s.start as usize..s.end as usize).unwrap_or(""))
+}
+
+/// The context's text and spans with character offsets (the writer thread's side).
+pub fn to_json<'a>(index: &'a Index, c: &Context) -> Result<ContextJson<'a>, IndexError> {
+    let mut text = String::new();
+    let mut spans = Vec::with_capacity(c.spans.len());
+    let mut prev: Option<u32> = None;
+    let mut best = 0;
+    for (i, s) in c.spans.iter().enumerate() {
+        if s.passage as usize >= index.len() {
+            continue;
+        }
+        let p = index.passage(s.passage as usize)?;
+        let Some(piece) = p.text.get(s.start as usize..s.end as usize) else {
+            continue;
+        };
+        if let Some(q) = prev {
+            text.push(if q == s.passage { ' ' } else { '\n' });
+        }
+        text.push_str(piece);
+        prev = Some(s.passage);
+        if i == c.best {
+            best = spans.len();
+        }
+        let start = p.text[..s.start as usize].chars().count();
+        spans.push(SpanJson {
+            passage: p.id,
+            chunk: p.chunk,
+            start,
+            end: start + piece.chars().count(),
+            cut: s.cut,
+        });
+    }
+    Ok(ContextJson {
+        text,
+        tokens: c.tokens,
+        unit: c.unit.as_str(),
+        best,
+        spans,
+    })
+}
+
+#[cfg(test)]
+mod tests;
