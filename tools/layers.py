@@ -45,13 +45,16 @@ LAYERS = [
     ["fusion", "ranking", "confidence"],
     # 6. retrievers over an open index: dense, and all three behind one searcher
     ["dense", "retriever"],
-    # 7. the streaming policy and the order of work
+    # 7. what an answer carries beyond its passages: the sentences that answer, and the
+    #    conversation a turn is retrieved in
+    ["context", "conversation"],
+    # 8. the streaming policy and the order of work
     ["stream", "scheduler"],
-    # 8. settings, the service and what it writes
+    # 9. settings, the service and what it writes
     ["config", "flags", "output", "hub", "daemon", "wyoming", "announce"],
-    # 9. measuring, test helpers, the crate root
+    # 10. measuring, test helpers, the crate root
     ["eval", "bench", "testing", "lib.rs"],
-    # 10. the binary: command line and commands
+    # 11. the binary: command line and commands
     ["bin"],
 ]
 
