@@ -230,7 +230,7 @@ fn the_decision_keeps_a_confident_turn_alone() {
     assert!(!decide(Decision::Evidence, &lean, None, None));
     let short = cues("where are the toilets");
     assert!(!decide(Decision::Cues, &short, Some(0.9), Some(0.5)));
-    assert!(decide(Decision::Cues, &short, Some(0.3), Some(0.6)));
+    assert!(!decide(Decision::Cues, &short, Some(0.02), Some(0.99)));
 }
 
 #[test]
