@@ -103,8 +103,9 @@ impl Cues {
     }
 
     /// Only few content words ("what are the risks?", but also "where are the
-    /// toilets?"): it may lean on earlier turns or be a short question of its own, so
-    /// the evidence of the two searches decides ([`super::decide`]).
+    /// toilets?"): it may lean on earlier turns or be a short question of its own.
+    /// Counted in [`need`](Self::need) (TREC CAsT's labels, docs/conversations.md), but
+    /// not enough for retrieval to take the context ([`super::decide`]).
     pub fn weak(&self) -> bool {
         self.words > 0 && self.content <= SHORT_CONTENT_WORDS
     }

@@ -298,15 +298,16 @@ pub fn mix(a: &Embedding, b: &Embedding, w: f32, out: &mut Embedding) {
 /// the confidence of each search ([`confidence`]). `Cues`: a strong cue (a pronoun, an
 /// elliptic lead, a turn of three words or fewer) takes the context search unless the
 /// turn alone was confident and the context search much less so (a question that names
-/// its own topic keeps its own results); a weak cue (only few content words: "where are
-/// the toilets?" may well stand alone) takes it only when it is the more confident one.
+/// its own topic keeps its own results). A weak cue alone (few content words: "where are
+/// the toilets?") never does: the context search's confidence is raised by the topic's
+/// own terms, so "what is the capital of France?" after a question about dogs would
+/// trade an honest "low" for a confident wrong answer.
 pub fn decide(decision: Decision, cues: &Cues, alone: Option<f32>, context: Option<f32>) -> bool {
     let (a, c) = (alone.unwrap_or(0.0), context.unwrap_or(0.0));
     match decision {
         Decision::Always => true,
         Decision::Evidence => c > a,
-        Decision::Cues if cues.strong() => !(a >= CONFIDENT_ALONE && c < a - CONFIDENCE_MARGIN),
-        Decision::Cues => cues.weak() && c > a,
+        Decision::Cues => cues.strong() && !(a >= CONFIDENT_ALONE && c < a - CONFIDENCE_MARGIN),
     }
 }
 
@@ -396,7 +397,7 @@ pub fn turn(
     let alone_conf = confidence::of_ranked(p.retriever, alone);
     let c = cues(text);
     let want = match cfg.decision {
-        Decision::Cues => c.need(),
+        Decision::Cues => c.strong(),
         Decision::Always | Decision::Evidence => true,
     };
     if enabled

@@ -230,5 +230,39 @@ fn the_decision_keeps_a_confident_turn_alone() {
     assert!(!decide(Decision::Evidence, &lean, None, None));
     let short = cues("where are the toilets");
     assert!(!decide(Decision::Cues, &short, Some(0.9), Some(0.5)));
-    assert!(decide(Decision::Cues, &short, Some(0.3), Some(0.6)));
+    assert!(!decide(Decision::Cues, &short, Some(0.02), Some(0.99)));
+}
+
+#[test]
+fn the_topic_is_the_title_of_the_answers_passage_else_the_turns_words() {
+    let mut conv = Conversation::new();
+    let v = [0.0; DIM];
+    let hits = Ranked::new();
+    conv.record(
+        "when was it built",
+        Some(&v),
+        &hits,
+        None,
+        false,
+        0.3,
+        " City museum ",
+    );
+    assert_eq!(conv.topic().unwrap().0, "City museum");
+    // No title (a corpus of untitled passages): the turn's own words.
+    conv.record(
+        "who designed the old bridge",
+        Some(&v),
+        &hits,
+        None,
+        false,
+        0.3,
+        "",
+    );
+    assert_eq!(conv.topic().unwrap().0, "who designed the old bridge");
+    // A follow-up that used the context carries the topic before it along.
+    conv.record("and its length", Some(&v), &hits, None, true, 0.3, "");
+    assert_eq!(
+        conv.topic().unwrap().0,
+        "and its length who designed the old bridge"
+    );
 }

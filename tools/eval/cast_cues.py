@@ -55,7 +55,8 @@ def words(text):
             yield w.lower()
 
 
-def need(text):
+def need(text, weak=True):
+    """Cues::need (strong or weak); with weak=False Cues::strong, what retrieval uses."""
     ws = list(words(text))
     anaphora = any(w in ANAPHORA and w != "there" for w in ws)
     # "there" beside a form of "be" is existential ("is there a café?"), not a place
@@ -65,7 +66,8 @@ def need(text):
     anaphora |= bool(ws) and ws[-1] in DEICTIC
     elliptic = any(ws[:len(lead)] == lead for lead in LEADS if len(lead) <= len(ws))
     content = sum(w not in FUNCTION for w in ws)
-    return anaphora or elliptic or 0 < len(ws) <= SHORT or (ws and content <= CONTENT)
+    strong = anaphora or elliptic or 0 < len(ws) <= SHORT
+    return strong or (weak and bool(ws) and content <= CONTENT)
 
 
 def main():
@@ -87,17 +89,23 @@ def main():
     print(f"{len(rows)} questions, {len({r[1].split('_')[0] for r in rows})} conversations; "
           f"labels of turns after the first: "
           + ", ".join(f"{l} {sum(r[3] == l for r in later)}" for l in ("SE", "FT", "PT")))
-    for title, part in (("turns after the first", later), ("all turns", rows)):
-        tp = sum(need(t) and l != "SE" for _, _, t, l in part)
-        fp = sum(need(t) and l == "SE" for _, _, t, l in part)
-        fn = sum(not need(t) and l != "SE" for _, _, t, l in part)
-        tn = sum(not need(t) and l == "SE" for _, _, t, l in part)
-        n = len(part)
-        print(f"{title}: accuracy {(tp + tn) / n:.3f}; needs-context precision "
-              f"{tp / max(tp + fp, 1):.3f}, recall {tp / max(tp + fn, 1):.3f} "
-              f"(FT recall {sum(need(t) for _, _, t, l in part if l == 'FT') / max(sum(l == 'FT' for *_, l in part), 1):.3f}, "
-              f"PT recall {sum(need(t) for _, _, t, l in part if l == 'PT') / max(sum(l == 'PT' for *_, l in part), 1):.3f}); "
-              f"majority class {max(tp + fn, fp + tn) / n:.3f}; n = {n}")
+    for cue, weak in (("strong or weak cues (Cues::need)", True),
+                      ("strong cues (what retrieval uses)", False)):
+        print(cue)
+        for title, part in (("turns after the first", later), ("all turns", rows)):
+            ok = [(need(t, weak), l) for _, _, t, l in part]
+            tp = sum(c and l != "SE" for c, l in ok)
+            fp = sum(c and l == "SE" for c, l in ok)
+            fn = sum(not c and l != "SE" for c, l in ok)
+            tn = sum(not c and l == "SE" for c, l in ok)
+            n = len(part)
+            ft = [c for c, l in ok if l == "FT"]
+            pt = [c for c, l in ok if l == "PT"]
+            print(f"  {title}: accuracy {(tp + tn) / n:.3f}; needs-context precision "
+                  f"{tp / max(tp + fp, 1):.3f}, recall {tp / max(tp + fn, 1):.3f} "
+                  f"(FT recall {sum(ft) / max(len(ft), 1):.3f}, "
+                  f"PT recall {sum(pt) / max(len(pt), 1):.3f}); "
+                  f"majority class {max(tp + fn, fp + tn) / n:.3f}; n = {n}")
     if os.environ.get("SHOW"):
         for name, qid, t, l in later:
             if need(t) != (l != "SE"):
