@@ -29,7 +29,9 @@ prints hit@1 / hit@10 / MRR@10 per turn kind. Standard library only.
 `replay` sends the same turns as finals through `primd run`, the daemon's own path:
 `--via socket` to one daemon, one protocol session per conversation (closed after
 it); `--via pipe` to one `primd run` per conversation on stdin (the pipe is one
-conversation, a kiosk's visitor). Prints the same table.
+conversation, a kiosk's visitor). With `--streams` (socket only), each turn is its
+recorded recognizer stream instead: partials, then the recognizer's final. Prints the
+same table.
 
     python3 tools/eval/conversations.py replay --via socket --index ss.idx \
         --conversations ~/.cache/primd-conv/dev.jsonl --qrels .../qrels.tsv
@@ -323,6 +325,12 @@ def replay(args):
         base += ["--model", args.model]
     if args.no_context and args.via == "pipe":
         base += ["--no-context"]
+    streams = {}
+    if args.streams:
+        if args.via != "socket":
+            raise SystemExit("--streams: with --via socket")
+        streams = {r["id"]: r for r in dataset.records(args.streams)}
+        turns = [t for t in turns if t["id"] in streams]
     convs = defaultdict(list)
     for t in turns:
         convs[t["conversation"]].append(t)
@@ -350,10 +358,15 @@ def replay(args):
             reader = sock.makefile("r")
             for name, ts in convs.items():
                 for i, t in enumerate(ts):
-                    msg = {"session": name, "turn": i, "final": t["text"]}
-                    if args.no_context:
-                        msg["context"] = False
-                    sock.sendall((json.dumps(msg) + "\n").encode())
+                    rec = streams.get(t["id"])
+                    msgs = [{"session": name, "turn": i, "partial": p["text"]}
+                            for p in (rec["partials"] if rec else [])]
+                    msgs.append({"session": name, "turn": i,
+                                 "final": rec["final"] if rec else t["text"]})
+                    for msg in msgs:
+                        if args.no_context:
+                            msg["context"] = False
+                        sock.sendall((json.dumps(msg) + "\n").encode())
                     while True:
                         r = json.loads(reader.readline())
                         if r.get("type") == "final" and r.get("session") == name:
@@ -398,6 +411,9 @@ def main():
     r.add_argument("--index", required=True)
     r.add_argument("--model")
     r.add_argument("--primd")
+    r.add_argument("--streams", help="recorded recognizer streams of the turns (tools/stt/"
+                   "record.py): each turn is sent as its partials, then its final; turns "
+                   "without one are left out")
     r.add_argument("--no-context", action="store_true",
                    help="every turn alone (\"context\": false on the socket, --no-context)")
     args = ap.parse_args()
