@@ -97,6 +97,11 @@ pub trait Work {
     fn set_context(&mut self, on: bool) {
         let _ = on;
     }
+    /// The current lane's turn in progress has its own `context` budget (`None`: the
+    /// configured one).
+    fn set_context_tokens(&mut self, tokens: Option<usize>) {
+        let _ = tokens;
+    }
 }
 
 impl<E: Embed> Work for StreamingRetriever<'_, E> {
@@ -120,6 +125,9 @@ impl<E: Embed> Work for StreamingRetriever<'_, E> {
     }
     fn set_context(&mut self, on: bool) {
         StreamingRetriever::set_context(self, on)
+    }
+    fn set_context_tokens(&mut self, tokens: Option<usize>) {
+        StreamingRetriever::set_context_tokens(self, tokens)
     }
 }
 
@@ -341,8 +349,9 @@ pub enum LaneOp {
     /// The lane's conversation is forgotten (`{"cmd":"reset"}`); an open turn goes on.
     Reset,
     /// Whether the lane's turn in progress (or its next one) may use the conversation
-    /// (a message's `"context"`); back to true when the turn ends.
-    Context { on: bool },
+    /// (a message's `"context"`), and its `context` budget (`"context_tokens"`; `None`:
+    /// the daemon's); back to the defaults when the turn ends.
+    Context { on: bool, tokens: Option<u32> },
 }
 
 /// Where a piece of work belongs, for [`Driver::observed_in`].
@@ -588,9 +597,10 @@ impl<T: Time> Scheduler<T> {
                 w.forget();
                 Flow::Continue
             }
-            LaneOp::Context { on } => {
+            LaneOp::Context { on, tokens } => {
                 w.switch(l);
                 w.set_context(on);
+                w.set_context_tokens(tokens.map(|t| t as usize));
                 Flow::Continue
             }
             LaneOp::Transcript { turn, ev } => self.transcript(w, d, l, Some(turn), ev, at),

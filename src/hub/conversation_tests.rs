@@ -106,3 +106,32 @@ fn the_pipe_is_one_conversation_and_reset_forgets_it() {
     drop(writer);
     d.stop();
 }
+
+#[test]
+fn a_turn_sets_its_own_context_budget_for_that_turn_only() {
+    let mut d = daemon();
+    d.listen();
+    let mut a = d.connect();
+    let tokens = |v: &serde_json::Value| v["context"]["tokens"].as_u64();
+    a.send(r#"{"session":"k","turn":1,"final":"which city is on the river seine"}"#);
+    let default = tokens(&a.next("the daemon's budget")).expect("a context");
+    assert!(
+        default > 4,
+        "the premise: a context longer than 4 ({default})"
+    );
+    a.send(
+        r#"{"session":"k","turn":2,"final":"which city is on the river seine","context_tokens":4}"#,
+    );
+    let v = a.next("budget 4");
+    assert!(tokens(&v).is_some_and(|t| t <= 4), "{v}");
+    a.send(
+        r#"{"session":"k","turn":3,"final":"which city is on the river seine","context_tokens":0}"#,
+    );
+    let v = a.next("budget 0");
+    assert!(v.get("context").is_none(), "no context at 0: {v}");
+    a.send(r#"{"session":"k","turn":4,"final":"which city is on the river seine"}"#);
+    assert_eq!(tokens(&a.next("back to the daemon's")), Some(default));
+    a.send(r#"{"session":"k","turn":5,"final":"x","context_tokens":-1}"#);
+    assert_eq!(a.next("refused")["code"], "bad_message");
+    d.stop();
+}

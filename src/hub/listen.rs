@@ -32,7 +32,7 @@ use anyhow::{Context, bail};
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded, never, select};
 use serde_json::{Value, json};
 
-use super::{Client, Delivery, Hub, HubError, Session, Taken};
+use super::{Client, Delivery, Hub, HubError, Session, Taken, TurnOptions};
 use crate::input::protocol::{
     self, Command, MAX_FRAME_BYTES, PROTOCOL_VERSION, Refusal, Request, What,
 };
@@ -415,13 +415,17 @@ fn read_loop(
                 turn,
                 what,
                 context,
+                context_tokens,
             }) => transcript(
                 &client,
                 &mut sessions,
                 session,
                 turn,
                 what,
-                context,
+                TurnOptions {
+                    context,
+                    context_tokens,
+                },
                 line_no,
             ),
             Ok(Request::Command { id, cmd }) => {
@@ -443,7 +447,7 @@ fn transcript(
     name: String,
     turn: u64,
     what: What,
-    context: bool,
+    options: TurnOptions,
     line_no: u64,
 ) -> Option<Vec<u8>> {
     let hub_error = |e: HubError| {
@@ -466,8 +470,8 @@ fn transcript(
         }
     }
     let s = sessions.get_mut(&name)?;
-    if !context {
-        s.set_context(false);
+    if !options.context || options.context_tokens.is_some() {
+        s.set_options(options);
     }
     let r = match &what {
         What::Partial(t) => s.partial(turn, t),

@@ -191,10 +191,12 @@ pub enum HubMsg {
     Reset {
         lane: usize,
     },
-    /// The lane's current turn may (not) use its conversation.
+    /// The lane's current turn may (not) use its conversation, and its `context`
+    /// budget if the turn set one.
     Context {
         lane: usize,
         on: bool,
+        tokens: Option<u32>,
     },
     Close {
         lane: usize,
@@ -355,7 +357,7 @@ impl Hub {
             lane,
             newest: None,
             open: false,
-            context: None,
+            options: None,
             tx: self.tx.clone(),
             shared: self.shared.clone(),
             owner: owner.cloned(),
@@ -549,6 +551,24 @@ pub struct ClientStats {
     pub finals_dropped: u64,
 }
 
+/// A turn's own settings from its message (docs/protocol.md): `"context": false`
+/// retrieves it without its conversation; `"context_tokens": N` sets its `context`
+/// budget in word pieces (0: none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TurnOptions {
+    pub context: bool,
+    pub context_tokens: Option<u32>,
+}
+
+impl Default for TurnOptions {
+    fn default() -> Self {
+        TurnOptions {
+            context: true,
+            context_tokens: None,
+        }
+    }
+}
+
 /// A session: one conversation's transcripts, turn by turn. Dropping it closes the
 /// session (an open turn is abandoned: no result).
 pub struct Session {
@@ -557,8 +577,8 @@ pub struct Session {
     /// Newest turn seen, and whether it is still open.
     newest: Option<u64>,
     open: bool,
-    /// A context setting for the next message's turn ([`Session::set_context`]).
-    context: Option<bool>,
+    /// Settings for the next message's turn ([`Session::set_options`]).
+    options: Option<TurnOptions>,
     tx: Sender<Inbound>,
     shared: Arc<Shared>,
     owner: Option<Arc<ClientInfo>>,
@@ -594,19 +614,21 @@ impl Session {
         self.send(HubMsg::Reset { lane: self.lane })
     }
 
-    /// The next message's turn is retrieved with its conversation's context (`true`,
-    /// the default) or without it (a message's `"context": false`): for that turn only.
-    pub fn set_context(&mut self, on: bool) {
-        self.context = Some(on);
+    /// Settings of the next message's turn, for that turn only: retrieved with its
+    /// conversation's context (the default) or without it (`"context": false`), and
+    /// its `context` budget (`"context_tokens"`; `None`: the daemon's).
+    pub fn set_options(&mut self, options: TurnOptions) {
+        self.options = Some(options);
     }
 
-    /// Sends a context setting made by [`set_context`](Self::set_context), once the
-    /// turn rules have passed (an abandon they send comes first).
+    /// Sends the settings made by [`set_options`](Self::set_options), once the turn
+    /// rules have passed (an abandon they send comes first).
     fn send_context(&mut self) -> Result<(), HubError> {
-        match self.context.take() {
-            Some(on) => self.send(HubMsg::Context {
+        match self.options.take() {
+            Some(o) => self.send(HubMsg::Context {
                 lane: self.lane,
-                on,
+                on: o.context,
+                tokens: o.context_tokens,
             }),
             None => Ok(()),
         }
@@ -615,7 +637,7 @@ impl Session {
     /// Turn `turn` ended without a final text: its newest partial is the final.
     pub fn end_of_speech(&mut self, turn: u64) -> Result<Taken, HubError> {
         if !self.turn_rules(turn)? {
-            self.context = None;
+            self.options = None;
             return Ok(Taken::StaleTurn);
         }
         self.open = false;
@@ -630,7 +652,7 @@ impl Session {
 
     fn transcript(&mut self, turn: u64, kind: EventKind, text: &str) -> Result<Taken, HubError> {
         if !self.turn_rules(turn)? {
-            self.context = None;
+            self.options = None;
             return Ok(Taken::StaleTurn);
         }
         self.open = kind == EventKind::Partial;

@@ -260,6 +260,8 @@ struct Utterance {
     /// This turn may use the conversation (a turn's `"context": false` clears it until
     /// the turn ends).
     context: bool,
+    /// This turn's own `context` budget (a turn's `"context_tokens"`), until it ends.
+    context_tokens: Option<usize>,
     /// When the lane's last turn ended.
     last_turn: Option<Instant>,
 }
@@ -280,6 +282,7 @@ impl Utterance {
             trig: TriggerState::new(),
             conv: Conversation::new(),
             context: true,
+            context_tokens: None,
             last_turn: None,
         })
     }
@@ -359,6 +362,12 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
     /// ends; then it is true again).
     pub fn set_context(&mut self, on: bool) {
         self.u.context = on;
+    }
+
+    /// The active lane's turn in progress has its own `context` budget (`None`: the
+    /// configured `context_tokens`), until it ends.
+    pub fn set_context_tokens(&mut self, tokens: Option<usize>) {
+        self.u.context_tokens = tokens;
     }
 
     /// Earlier turns the active lane's conversation remembers.
@@ -621,7 +630,8 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
     /// `context_tokens`; nothing when 0). The question's embedding is the final's when the
     /// dense side ran.
     fn add_context(&mut self, final_norm: &str, o: &mut Outcome) {
-        if self.cfg.context_tokens == 0 {
+        let budget = self.u.context_tokens.unwrap_or(self.cfg.context_tokens);
+        if budget == 0 {
             return;
         }
         let t = Instant::now();
@@ -634,7 +644,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             query.as_ref(),
             final_norm,
             &o.hits,
-            self.cfg.context_tokens,
+            budget,
             &mut count,
             &mut o.context,
         );
@@ -757,6 +767,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         self.u.counts = Counts::default();
         self.u.trig.reset();
         self.u.context = true;
+        self.u.context_tokens = None;
     }
 
     fn embed_current(&mut self) -> Result<(), EmbedError> {

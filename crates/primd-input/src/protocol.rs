@@ -22,6 +22,9 @@ pub const MAX_FRAME_BYTES: usize = 65_536;
 /// Longest session name, in bytes.
 pub const MAX_SESSION_BYTES: usize = 64;
 
+/// The largest `context_tokens` a turn may ask for (as the daemon's own setting).
+pub const MAX_CONTEXT_TOKENS: u32 = 1_000_000;
+
 /// The protocol's version (the greeting's `protocol`).
 pub const PROTOCOL_VERSION: u32 = 1;
 
@@ -35,6 +38,9 @@ pub enum Request {
         what: What,
         /// `"context": false`: this turn is retrieved without its conversation.
         context: bool,
+        /// `"context_tokens": N`: this turn's `context` budget in word pieces, instead
+        /// of the daemon's (0: none).
+        context_tokens: Option<u32>,
     },
     /// A command; `id` is echoed in its reply.
     Command { id: Option<Value>, cmd: Command },
@@ -242,6 +248,24 @@ pub fn parse(text: &str) -> Result<Request, Refusal> {
         Some(Value::Bool(b)) => *b,
         Some(_) => return Err(refuse("bad_message", "\"context\" is true or false")),
     };
+    let context_tokens = match o.get("context_tokens") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(n) if n <= u64::from(MAX_CONTEXT_TOKENS) => Some(n as u32),
+            _ => {
+                return Err(refuse(
+                    "bad_message",
+                    format!("\"context_tokens\" is an integer, 0..={MAX_CONTEXT_TOKENS}"),
+                ));
+            }
+        },
+        Some(_) => {
+            return Err(refuse(
+                "bad_message",
+                format!("\"context_tokens\" is an integer, 0..={MAX_CONTEXT_TOKENS}"),
+            ));
+        }
+    };
     let eos = match o.get("end_of_speech") {
         None | Some(Value::Bool(false)) | Some(Value::Null) => false,
         Some(Value::Bool(true)) => true,
@@ -269,6 +293,7 @@ pub fn parse(text: &str) -> Result<Request, Refusal> {
         turn,
         what,
         context,
+        context_tokens,
     })
 }
 
@@ -293,8 +318,20 @@ mod tests {
                 turn: 7,
                 what: What::Partial("what is".into()),
                 context: true,
+                context_tokens: None,
             }
         );
+        assert!(matches!(
+            parse(r#"{"session":"k","turn":2,"final":"x","context_tokens":64}"#).unwrap(),
+            Request::Transcript {
+                context_tokens: Some(64),
+                ..
+            }
+        ));
+        for bad in ["-1", "1.5", "\"64\"", "1000001", "true"] {
+            let line = format!(r#"{{"session":"k","turn":2,"final":"x","context_tokens":{bad}}}"#);
+            assert_eq!(code(&line), "bad_message", "{bad}");
+        }
         assert!(matches!(
             parse(r#"{"session":"k","turn":2,"final":"and for children?","context":false}"#)
                 .unwrap(),
