@@ -335,6 +335,7 @@ def replay(args):
     for t in turns:
         convs[t["conversation"]].append(t)
     results = {}
+    eou, embeds = [], []
     if args.via == "pipe":
         for ts in convs.values():
             inp = "".join(json.dumps({"final": t["text"]}) + "\n" for t in ts).encode()
@@ -374,11 +375,19 @@ def replay(args):
                         if r.get("type") == "error":
                             raise SystemExit(f"socket: {r}")
                     results[t["id"]] = [h["id"] for h in r["results"]]
+                    eou.append(r.get("ms", {}).get("eou_to_result"))
+                    embeds.append(r.get("counts", {}).get("embeds"))
                 sock.sendall((json.dumps({"cmd": "close", "session": name}) + "\n").encode())
         finally:
             daemon.terminate()
             daemon.wait()
     tab = table(turns, results, qrels)
+    lat = sorted(x for x in eou if x is not None)
+    if lat:
+        emb = [x for x in embeds if x is not None]
+        print(f"end of speech -> result: p50 {lat[len(lat) // 2]:.3f} ms, "
+              f"p90 {lat[int(len(lat) * 0.9)]:.3f} ms over {len(lat)} turns; "
+              f"embeds per turn {sum(emb) / max(len(emb), 1):.2f}")
     ctx = "alone" if args.no_context else "context"
     print(f"| turn | n | {args.via}, {ctx}: hit@1 / hit@10 / MRR@10 |")
     print("| --- | --- | --- |")

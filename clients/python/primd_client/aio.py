@@ -111,8 +111,8 @@ class AsyncClient:
     async def partial(self, session, turn, text, context=True):
         await self._transcript(session, turn, "partial", str(text), context)
 
-    async def final(self, session, turn, text, context=True):
-        await self._transcript(session, turn, "final", str(text), context)
+    async def final(self, session, turn, text, context=True, context_tokens=None):
+        await self._transcript(session, turn, "final", str(text), context, context_tokens)
 
     async def end_of_speech(self, session, turn, context=True):
         await self._transcript(session, turn, "end_of_speech", True, context)
@@ -148,8 +148,8 @@ class AsyncClient:
         """True when the final of (session, turn) has arrived and not been collected."""
         return (session, turn) in self._router.finals
 
-    async def query(self, session, turn, text, timeout=5.0, context=True):
-        await self.final(session, turn, text, context)
+    async def query(self, session, turn, text, timeout=5.0, context=True, context_tokens=None):
+        await self.final(session, turn, text, context, context_tokens)
         return await self.wait_final(session, turn, timeout)
 
     async def next_result(self, timeout=5.0):
@@ -215,10 +215,11 @@ class AsyncClient:
             self._set_closed(f"send failed: {e}")
             raise self._closed from None
 
-    async def _transcript(self, session, turn, key, value, context=True):
+    async def _transcript(self, session, turn, key, value, context=True, context_tokens=None):
         if self._closed is not None:
             raise self._closed
-        msg, abandoned = self._router.transcript(session, turn, key, value, context)
+        msg, abandoned = self._router.transcript(session, turn, key, value, context,
+                                                 context_tokens)
         if abandoned:
             self._fail(abandoned, p.TurnAbandoned(
                 f"turn {abandoned[1]} of session {session!r} was abandoned by turn {turn}"))

@@ -114,9 +114,9 @@ class Client:
         """The whole hypothesis so far of `turn` (not a delta)."""
         self._transcript(session, turn, "partial", str(text), context)
 
-    def final(self, session, turn, text, context=True):
+    def final(self, session, turn, text, context=True, context_tokens=None):
         """The recognizer's final transcript: ends the turn; primd answers it."""
-        self._transcript(session, turn, "final", str(text), context)
+        self._transcript(session, turn, "final", str(text), context, context_tokens)
 
     def end_of_speech(self, session, turn, context=True):
         """Ends the turn without text: the newest partial is the final."""
@@ -140,9 +140,9 @@ class Client:
                                     f"within {timeout} s")
                 self._cond.wait(left)
 
-    def query(self, session, turn, text, timeout=5.0, context=True):
+    def query(self, session, turn, text, timeout=5.0, context=True, context_tokens=None):
         """Sends the final of `turn` and waits for its result."""
-        self.final(session, turn, text, context)
+        self.final(session, turn, text, context, context_tokens)
         return self.wait_final(session, turn, timeout)
 
     # -- results of subscriptions -------------------------------------------------------
@@ -231,9 +231,10 @@ class Client:
                 with self._cond:
                     after()
 
-    def _transcript(self, session, turn, key, value, context=True):
+    def _transcript(self, session, turn, key, value, context=True, context_tokens=None):
         def build():
-            msg, abandoned = self._router.transcript(session, turn, key, value, context)
+            msg, abandoned = self._router.transcript(session, turn, key, value, context,
+                                                     context_tokens)
 
             def after():
                 if abandoned:

@@ -57,6 +57,10 @@ class Timeout(PrimdError, TimeoutError):
     """No answer within the timeout the caller gave."""
 
 
+
+# The largest `context_tokens` a turn may ask for (docs/protocol.md).
+MAX_CONTEXT_TOKENS = 1_000_000
+
 def parse_address(address):
     """`unix:PATH` or `tcp:HOST:PORT` (as `primd run --listen` takes) →
     `("unix", path)` or `("tcp", (host, port))`."""
@@ -171,12 +175,18 @@ class Router:
         msg.update({k: v for k, v in fields.items() if v is not None})
         return self.next_id, msg
 
-    def transcript(self, session, turn, key, value, context=True):
+    def transcript(self, session, turn, key, value, context=True, context_tokens=None):
         """Builds a transcript message and returns it with the turn it abandons
         (None if none): the session's newer-turn rule applied client-side.
-        `context=False`: primd retrieves this turn without its conversation."""
+        `context=False`: primd retrieves this turn without its conversation;
+        `context_tokens=N`: this turn's `context` budget in word pieces (0: none)."""
         check_session(session)
         check_turn(turn)
+        if context_tokens is not None and (
+                isinstance(context_tokens, bool) or not isinstance(context_tokens, int)
+                or not 0 <= context_tokens <= MAX_CONTEXT_TOKENS):
+            raise ValueError(f"context_tokens is an integer, 0..={MAX_CONTEXT_TOKENS}: "
+                             f"{context_tokens!r}")
         abandoned = None
         prev = self.newest.get(session)
         if prev is not None and turn < prev:
@@ -193,6 +203,8 @@ class Router:
         msg = {"session": session, "turn": turn, key: value}
         if not context:
             msg["context"] = False
+        if context_tokens is not None:
+            msg["context_tokens"] = context_tokens
         return msg, abandoned
 
     def close_session(self, session):

@@ -104,6 +104,14 @@ class TwoSessions(SharedDaemon):
             a.close_session("never-opened")
         self.assertEqual(e.exception.code, "unknown_session")
 
+    def test_a_turn_asks_for_its_own_context_budget(self):
+        c = self.connect()
+        default = c.query("budget", 1, TICKET, timeout=60)["context"]
+        self.assertGreater(default["tokens"], 16, "the premise: the daemon's budget is larger")
+        small = c.query("budget", 2, TICKET, timeout=60, context_tokens=16)["context"]
+        self.assertLessEqual(small["tokens"], 16)
+        self.assertNotIn("context", c.query("budget", 3, TICKET, timeout=60, context_tokens=0))
+
     def test_reserved_session_refused(self):
         c = self.connect()
         c.final("stt", 1, TICKET)

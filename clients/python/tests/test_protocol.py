@@ -76,6 +76,16 @@ class Turns(unittest.TestCase):
         _, cmd = r.command("reset", session="s")
         self.assertEqual((cmd["cmd"], cmd["session"]), ("reset", "s"))
 
+    def test_a_turns_context_budget_is_sent_only_when_asked_and_checked(self):
+        r = p.Router()
+        msg, _ = r.transcript("s", 1, "final", "when was the museum built")
+        self.assertNotIn("context_tokens", msg)
+        msg, _ = r.transcript("s", 2, "final", "who designed it", context_tokens=64)
+        self.assertEqual(msg["context_tokens"], 64)
+        for bad in (-1, 1.5, "64", True, 1_000_001):
+            with self.assertRaises(ValueError, msg=repr(bad)):
+                r.transcript("s", 3, "final", "x", context_tokens=bad)
+
     def test_closing_a_session_abandons_its_open_turn_and_frees_the_name(self):
         r = p.Router()
         r.transcript("s", 4, "partial", "a")
