@@ -93,14 +93,10 @@ pub trait Work {
     fn abandon(&mut self) {}
     /// Forgets the current lane's conversation (earlier turns).
     fn forget(&mut self) {}
-    /// Whether the current lane's turn in progress may use its conversation.
-    fn set_context(&mut self, on: bool) {
-        let _ = on;
-    }
-    /// The current lane's turn in progress has its own `context` budget (`None`: the
-    /// configured one).
-    fn set_context_tokens(&mut self, tokens: Option<usize>) {
-        let _ = tokens;
+    /// The current lane's turn in progress: whether it may use its conversation, and
+    /// its own `context` budget (`None`: the configured one).
+    fn turn_options(&mut self, context: bool, tokens: Option<usize>) {
+        let _ = (context, tokens);
     }
 }
 
@@ -123,11 +119,9 @@ impl<E: Embed> Work for StreamingRetriever<'_, E> {
     fn forget(&mut self) {
         StreamingRetriever::forget(self)
     }
-    fn set_context(&mut self, on: bool) {
-        StreamingRetriever::set_context(self, on)
-    }
-    fn set_context_tokens(&mut self, tokens: Option<usize>) {
-        StreamingRetriever::set_context_tokens(self, tokens)
+    fn turn_options(&mut self, context: bool, tokens: Option<usize>) {
+        self.set_context(context);
+        self.set_context_tokens(tokens);
     }
 }
 
@@ -599,8 +593,7 @@ impl<T: Time> Scheduler<T> {
             }
             LaneOp::Context { on, tokens } => {
                 w.switch(l);
-                w.set_context(on);
-                w.set_context_tokens(tokens.map(|t| t as usize));
+                w.turn_options(on, tokens.map(|t| t as usize));
                 Flow::Continue
             }
             LaneOp::Transcript { turn, ev } => self.transcript(w, d, l, Some(turn), ev, at),

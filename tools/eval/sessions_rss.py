@@ -9,30 +9,63 @@ prints the daemon's VmHWM / VmRSS (kB) after 64, 100, 500 and 1,000 sessions.
 
 `off` runs the daemon with `--no-context`. Standard library only; Linux (/proc).
 """
-import json, os, socket, subprocess, sys, time, tempfile
-primd, index, model, n, ctx = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
-path = os.path.join(tempfile.mkdtemp(), "p.sock")
-args = [primd, "run", "--index", index, "--model", model, "--listen", "unix:" + path, "--input", "none"]
-if ctx == "off": args.append("--no-context")
-d = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, RUST_LOG="error"))
-while not os.path.exists(path): time.sleep(0.05)
-s = socket.socket(socket.AF_UNIX); s.connect(path); f = s.makefile("r")
-def hwm():
-    for l in open(f"/proc/{d.pid}/status"):
-        if l.startswith(("VmHWM", "VmRSS")): yield l.split()[1]
-qs = ["When was the museum built?", "Who designed it?", "And how much is a ticket there?"]
-marks = {}
-for i in range(n):
-    name = f"s{i}"
-    for t, q in enumerate(qs):
-        s.sendall((json.dumps({"session": name, "turn": t, "final": q}) + "\n").encode())
-        while True:
-            r = json.loads(f.readline())
-            if r.get("type") == "final": break
-    # keep up to 64 open (the cap), close the oldest beyond
-    if i >= 63:
-        s.sendall((json.dumps({"cmd": "close", "session": f"s{i-63}"}) + "\n").encode())
-    if i + 1 in (64, 100, 500, 1000):
-        marks[i + 1] = list(hwm())
-print(ctx, "HWM/RSS kB after N sessions:", marks)
-d.terminate(); d.wait()
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+TURNS = ["When was the museum built?", "Who designed it?", "And how much is a ticket there?"]
+OPEN_AT_MOST = 64
+MARKS = (64, 100, 500, 1000)
+
+
+def memory(pid):
+    """(VmHWM, VmRSS) of `pid`, in kB."""
+    got = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            if key in ("VmHWM", "VmRSS"):
+                got[key] = int(rest.split()[0])
+    return got["VmHWM"], got["VmRSS"]
+
+
+def main():
+    if len(sys.argv) != 6 or sys.argv[5] not in ("on", "off"):
+        raise SystemExit(__doc__)
+    primd, index, model, n, ctx = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+    path = os.path.join(tempfile.mkdtemp(), "primd.sock")
+    args = [primd, "run", "--index", index, "--model", model, "--listen", "unix:" + path,
+            "--input", "none"] + (["--no-context"] if ctx == "off" else [])
+    daemon = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env=dict(os.environ, RUST_LOG="error"))
+    try:
+        while not os.path.exists(path):
+            time.sleep(0.05)
+        sock = socket.socket(socket.AF_UNIX)
+        sock.connect(path)
+        reader = sock.makefile("r")
+        marks = {}
+        for i in range(n):
+            for turn, text in enumerate(TURNS):
+                msg = {"session": f"s{i}", "turn": turn, "final": text}
+                sock.sendall((json.dumps(msg) + "\n").encode())
+                while json.loads(reader.readline()).get("type") != "final":
+                    pass
+            if i + 1 >= OPEN_AT_MOST:
+                oldest = {"cmd": "close", "session": f"s{i + 1 - OPEN_AT_MOST}"}
+                sock.sendall((json.dumps(oldest) + "\n").encode())
+            if i + 1 in MARKS:
+                marks[i + 1] = memory(daemon.pid)
+        print(f"context {ctx}: (VmHWM, VmRSS) kB after N sessions: {marks}")
+    finally:
+        daemon.terminate()
+        daemon.wait()
+
+
+if __name__ == "__main__":
+    main()
