@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use primd::config::Layer1;
-pub use primd::flags::ModelArgs;
 use primd::flags::choices;
+pub use primd::flags::{ModelArgs, ReaderArgs};
 use primd::fusion::FusionRule;
 use primd::input::DialectKind;
 use primd::retriever::Retriever;
@@ -64,6 +64,8 @@ pub struct BenchArgs {
     /// One JSON object on stdout (schema: docs/bench.md) instead of the table
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub reader: ReaderArgs,
 }
 
 #[derive(Args, Debug)]
@@ -104,6 +106,8 @@ pub struct EmbedArgs {
 pub struct SearchArgs {
     #[command(flatten)]
     pub model: ModelArgs,
+    #[command(flatten)]
+    pub reader: ReaderArgs,
     /// Index file made by build-index
     #[arg(long, value_name = "FILE")]
     pub index: PathBuf,
@@ -135,6 +139,8 @@ pub struct SearchArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub model: ModelArgs,
+    #[command(flatten)]
+    pub reader: ReaderArgs,
     /// Index file made by build-index
     #[arg(long, value_name = "FILE")]
     pub index: PathBuf,
@@ -214,6 +220,13 @@ pub struct WyomingArgs {
 pub struct EvalArgs {
     #[command(flatten)]
     pub model: ModelArgs,
+    #[command(flatten)]
+    pub reader: ReaderArgs,
+    /// With --answers: also report a grid of the reader's settings (sentences read,
+    /// weight of the cheap score, where the context stops), the figures its defaults
+    /// were chosen from
+    #[arg(long, requires = "answers")]
+    pub reader_sweep: bool,
     /// Index file made by build-index
     #[arg(long, value_name = "FILE")]
     pub index: PathBuf,

@@ -38,6 +38,8 @@ pub struct RunConfig {
     pub trigger_model: Option<PathBuf>,
     /// The `[conversation]` section (its flags are applied by the commands).
     pub conversation: crate::conversation::ConversationConfig,
+    /// How the reader, when there is one, ranks and stops `context`.
+    pub reader: crate::context::ReadSettings,
 }
 
 impl RunConfig {
@@ -334,6 +336,7 @@ fn check(raw: Layer1) -> Result<RunConfig, ConfigError> {
         trigger,
         trigger_model: raw.trigger_model,
         conversation: Default::default(),
+        reader: Default::default(),
     })
 }
 

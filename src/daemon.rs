@@ -67,6 +67,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded, never, select};
 
 use crate::config::RunConfig;
+use crate::embed::reader::Reader;
 use crate::embed::{Embed, EmbedError};
 use crate::hub::table::Table;
 // The types the reader, the retriever and the socket hub share live in the hub (the
@@ -128,6 +129,29 @@ pub struct DaemonOptions {
     /// has a turn open before it is swapped in anyway (open turns then lose their
     /// speculation and are searched in full on the new index).
     pub swap_wait: Duration,
+    /// The reader the retriever ranks `context` with (none: without it).
+    pub reader: ReaderHandoff,
+}
+
+/// The reader, handed from the command to the retriever thread (which takes it once, at
+/// start, and keeps it across index swaps). A handle because the options are cloned.
+#[derive(Clone, Default)]
+pub struct ReaderHandoff(Arc<std::sync::Mutex<Option<Reader>>>);
+
+impl ReaderHandoff {
+    pub fn new(reader: Option<Reader>) -> Self {
+        ReaderHandoff(Arc::new(std::sync::Mutex::new(reader)))
+    }
+
+    fn take(&self) -> Option<Reader> {
+        self.0.lock().ok().and_then(|mut r| r.take())
+    }
+}
+
+impl std::fmt::Debug for ReaderHandoff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReaderHandoff")
+    }
 }
 
 impl Default for DaemonOptions {
@@ -138,6 +162,7 @@ impl Default for DaemonOptions {
             pace: 0.0,
             stop_grace: STOP_GRACE,
             swap_wait: SWAP_WAIT,
+            reader: ReaderHandoff::default(),
         }
     }
 }
@@ -335,7 +360,8 @@ fn run_inner<E: Embed + 'static>(
                     lane_shown: Vec::new(),
                     stdout_gone: false,
                 };
-                let _ = done_tx.send(Done::Retriever(retrieve(&cfg, embedder, driver)));
+                let reader = opts.reader.take();
+                let _ = done_tx.send(Done::Retriever(retrieve(&cfg, embedder, reader, driver)));
             })?;
     }
     std::thread::Builder::new()
@@ -519,7 +545,12 @@ fn bump(c: &AtomicU64) -> u64 {
 
 /// The retriever thread: the scheduler over a [`StreamingRetriever`] on `live.index`,
 /// rebuilt over the new index at each swap.
-fn retrieve<E: Embed>(cfg: &RunConfig, embedder: E, mut live: Live) -> anyhow::Result<bool> {
+fn retrieve<E: Embed>(
+    cfg: &RunConfig,
+    embedder: E,
+    mut reader: Option<Reader>,
+    mut live: Live,
+) -> anyhow::Result<bool> {
     let mut scheduler = Scheduler::new(Duration::from_millis(cfg.endpoint_ms));
     let mut embedder = embedder;
     let mut ready = false;
@@ -529,6 +560,9 @@ fn retrieve<E: Embed>(cfg: &RunConfig, embedder: E, mut live: Live) -> anyhow::R
         let normalizer = Normalizer::new(cfg.fillers.iter().map(String::as_str));
         let mut r = StreamingRetriever::new(cfg.stream.clone(), embedder, searcher, normalizer);
         r.set_conversation(cfg.conversation);
+        if let Some(rd) = reader.take() {
+            r.set_reader(rd, cfg.reader);
+        }
         if !ready {
             ready = true;
             live.notifier.ready(&format!(
@@ -538,7 +572,7 @@ fn retrieve<E: Embed>(cfg: &RunConfig, embedder: E, mut live: Live) -> anyhow::R
             ));
         }
         let stopped = scheduler.run(&mut r, &mut live);
-        embedder = r.into_embedder();
+        (embedder, reader) = r.into_parts();
         if stopped != Stopped::Boundary {
             break;
         }

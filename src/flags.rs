@@ -10,6 +10,20 @@ pub mod choices;
 use crate::config::{EMBEDDER_THREADS, Layer1};
 use crate::embed::Precision;
 
+/// The reader (a cross-encoder that picks the sentence that answers: `context`, the
+/// spoken answer, `confidence`): `primd search|run|eval|bench`.
+#[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReaderArgs {
+    /// Run without the reader, as primd did before it: sentences ranked by the
+    /// embedder's cosine and term coverage
+    #[arg(long, conflicts_with = "reader")]
+    pub no_reader: bool,
+    /// The reader's directory (model.onnx, tokenizer.json). Default: reader/ in the
+    /// model directory, used when models/fetch has put it there
+    #[arg(long, value_name = "DIR")]
+    pub reader: Option<PathBuf>,
+}
+
 /// Which model to load and how: `primd embed|search|run|eval` and `build-index`.
 #[derive(Args, Clone, Debug, PartialEq, Eq)]
 pub struct ModelArgs {

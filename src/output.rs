@@ -86,6 +86,9 @@ struct CountsJson {
     gate_skips: u32,
     lexical_searches: u32,
     stale_dropped: u32,
+    /// Question-sentence pairs the reader read while the user spoke, and after.
+    pairs_read: u32,
+    pairs_read_final: u32,
 }
 
 /// The socket hub's tags of a message: the session and the turn it answers.
@@ -223,6 +226,8 @@ fn encode(
                     gate_skips: c.gate_skips,
                     lexical_searches: c.lexical_searches,
                     stale_dropped: *stale_dropped,
+                    pairs_read: c.pairs_read,
+                    pairs_read_final: c.pairs_read_final,
                 },
             };
             serde_json::to_writer(&mut *out, &line)?;

@@ -35,7 +35,7 @@ use self::machine::{cpu_model, drop_cached_pages, features, vm_kib};
 use self::measure::{
     Budget, measure_scan, measure_step, ms, percentile, query_texts, text_of_tokens,
 };
-use self::report::{Cpu, EmbedRow, IndexInfo, Kernels, Memory, Model};
+use self::report::{Cpu, EmbedRow, IndexInfo, Kernels, Memory, Model, ReaderCost};
 pub use self::report::{Report, SCHEMA, table};
 use self::synthetic::SyntheticIndex;
 use crate::dense::Query;
@@ -54,6 +54,64 @@ pub struct Options {
     pub threads: Option<u16>,
     /// Smaller budgets and a smaller synthetic index (CI, emulators).
     pub quick: bool,
+    /// The reader's directory (`None`: no reader measured).
+    pub reader: Option<PathBuf>,
+}
+
+/// Sustained int8 multiply-add rates assumed for the boards, one core, GMAC/s: a Pi 4's
+/// Cortex-A72 (1.8 GHz, NEON without `sdot`: widening multiplies, ~8 MACs a cycle,
+/// about 60 % sustained) and a Pi 5's Cortex-A76 (2.4 GHz, `sdot` on two pipes: 32 MACs
+/// a cycle, about 50 % sustained). Estimates for planning; `primd bench` on the board
+/// measures the real figure.
+const PI4_GMAC_S: f64 = 8.6;
+const PI5_GMAC_S: f64 = 38.0;
+
+/// Multiply-adds of one pass of a BERT encoder of `layers` layers (384 wide, FFN 1536)
+/// over `tokens` tokens: the linears and the attention's two products.
+fn encoder_macs(layers: usize, tokens: usize) -> f64 {
+    let (d, f, t) = (384.0, 1536.0, tokens as f64);
+    layers as f64 * (t * (4.0 * d * d + 2.0 * d * f) + 2.0 * t * t * d)
+}
+
+/// The reader's cost: a question and a dev-like sentence, one batch of pairs timed.
+fn reader_cost(dir: &Path, budget: &Budget) -> anyhow::Result<ReaderCost> {
+    use crate::context::{ReadSettings, read::STEP};
+    let t0 = Instant::now();
+    let mut reader = crate::embed::reader::Reader::load(dir)?;
+    let load_ms = ms(t0.elapsed());
+    let question = "what time does the planetarium show start on thursdays";
+    let sentence = "Shows start at 11:00, 12:30, 14:00 and 15:30 every open day, with an \
+                    extra evening show on Thursdays at 19:00 during the summer months.";
+    reader.set_question(question)?;
+    let pair_tokens = reader.pair_tokens(sentence)?;
+    let batch = [sentence; STEP];
+    let mut out = [0.0f32; STEP];
+    let s = budget.samples(|| {
+        let t = Instant::now();
+        reader.score(&batch, &mut out)?;
+        Ok(ms(t.elapsed()))
+    })?;
+    let batch_p50_ms = percentile(&s, 50.0);
+    let pair_p50_ms = batch_p50_ms / STEP as f64;
+    let pairs = ReadSettings::default().sentences;
+    let pair_gmac = encoder_macs(reader.depth(), pair_tokens) / 1e9;
+    Ok(ReaderCost {
+        dir: dir.to_path_buf(),
+        layers: reader.depth(),
+        load_ms,
+        pair_tokens,
+        batch: STEP,
+        runs: s.len(),
+        batch_p50_ms,
+        batch_p95_ms: percentile(&s, 95.0),
+        pair_p50_ms,
+        pairs_per_utterance: pairs,
+        utterance_ms: pair_p50_ms * pairs as f64,
+        pair_gmac,
+        gmac_s: pair_gmac / (pair_p50_ms / 1e3),
+        pi4_utterance_ms_estimate: pair_gmac * pairs as f64 / PI4_GMAC_S * 1e3,
+        pi5_utterance_ms_estimate: pair_gmac * pairs as f64 / PI5_GMAC_S * 1e3,
+    })
 }
 
 /// Query lengths measured, in tokens as the model sees them ([CLS] and [SEP] included):
@@ -125,6 +183,13 @@ pub fn run(
             peak_rss_after_embed_kib = vm_kib("VmHWM");
         }
     }
+
+    // ---- the reader (before the index: its peak is the models' alone) ----
+    let reader = args
+        .reader
+        .as_deref()
+        .map(|dir| reader_cost(dir, &budget))
+        .transpose()?;
 
     // ---- the index: page-in, scan vs memory read, speculative step ----
     let synthetic = match &args.index {
@@ -214,6 +279,7 @@ pub fn run(
         index: index_info,
         scan,
         step,
+        reader,
         memory: Memory {
             peak_rss_after_embed_kib,
             peak_rss_kib: vm_kib("VmHWM"),

@@ -24,6 +24,8 @@ pub struct Report {
     pub index: IndexInfo,
     pub scan: Scan,
     pub step: Step,
+    /// The reader's cost (absent without one: `--no-reader`, or not fetched).
+    pub reader: Option<ReaderCost>,
     pub memory: Memory,
 }
 
@@ -137,6 +139,34 @@ pub struct Step {
     /// Embed (one thread) + step, once per query.
     pub with_embed_p50_ms: f64,
     pub with_embed_p95_ms: f64,
+}
+
+/// What the reader costs per utterance: one batch of [`crate::context::read`]'s
+/// pairs timed here, scaled to the sentences it reads per question, and that work on a
+/// Pi 4 and a Pi 5 estimated from its multiply-adds.
+#[derive(Serialize)]
+pub struct ReaderCost {
+    pub dir: std::path::PathBuf,
+    pub layers: usize,
+    pub load_ms: f64,
+    /// Word pieces of the measured pair (question + sentence + 3 special tokens).
+    pub pair_tokens: usize,
+    /// Pairs per batch (one step of reading ahead).
+    pub batch: usize,
+    pub runs: usize,
+    pub batch_p50_ms: f64,
+    pub batch_p95_ms: f64,
+    pub pair_p50_ms: f64,
+    /// Pairs read per question (the default `sentences`).
+    pub pairs_per_utterance: usize,
+    pub utterance_ms: f64,
+    /// Int8 multiply-adds of one pair, and the rate they ran at here.
+    pub pair_gmac: f64,
+    pub gmac_s: f64,
+    /// `utterance_ms` on a board, from `pair_gmac` and an assumed sustained int8 rate
+    /// (docs/bench.md): estimates, not measurements; run `primd bench` on the board.
+    pub pi4_utterance_ms_estimate: f64,
+    pub pi5_utterance_ms_estimate: f64,
 }
 
 #[derive(Serialize)]
@@ -284,6 +314,34 @@ pub fn table(r: &Report) -> String {
         st.with_embed_p95_ms,
         st.queries
     );
+    match &r.reader {
+        Some(rd) => {
+            let _ = writeln!(
+                s,
+                "reader    {} layers, {:?} (load {:.0} ms): batch of {} pairs of {} tokens p50 {:.1} ms, p95 {:.1} ms; {:.2} ms a pair ({:.1} GMAC/s)",
+                rd.layers,
+                rd.dir,
+                rd.load_ms,
+                rd.batch,
+                rd.pair_tokens,
+                rd.batch_p50_ms,
+                rd.batch_p95_ms,
+                rd.pair_p50_ms,
+                rd.gmac_s
+            );
+            let _ = writeln!(
+                s,
+                "          per utterance ({} pairs, read while the user speaks): {:.0} ms here; estimated {:.0} ms on a Pi 4, {:.0} ms on a Pi 5",
+                rd.pairs_per_utterance,
+                rd.utterance_ms,
+                rd.pi4_utterance_ms_estimate,
+                rd.pi5_utterance_ms_estimate
+            );
+        }
+        None => {
+            let _ = writeln!(s, "reader    none (--no-reader, or not fetched)");
+        }
+    }
     let kib = |k: Option<u64>| {
         k.map_or("n/a".to_string(), |k| {
             format!("{:.1} MiB", k as f64 / 1024.0)

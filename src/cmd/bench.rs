@@ -11,6 +11,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         index: args.index.clone(),
         threads: args.threads,
         quick: args.quick,
+        reader: super::reader_dir(&args.model, &args.reader)?,
     };
     let report = primd::bench::run(&options, |index| {
         let cfg = primd::config::load(None, Default::default())?;

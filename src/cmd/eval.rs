@@ -107,6 +107,16 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
             .map(eval::context::Answers::load)
             .transpose()?
             .map(std::sync::Arc::new),
+        reader: match args.answers {
+            Some(_) => super::reader_dir(&args.model.model, &args.reader)?.map(|dir| {
+                eval::context::ReaderEval {
+                    dir,
+                    settings: primd::context::ReadSettings::default(),
+                    sweep: args.reader_sweep,
+                }
+            }),
+            None => None,
+        },
     };
     // Each worker forks its own embedder; the model is loaded once (an `Embedder` is
     // `Send` but not `Sync`, hence the lock, taken once per worker).

@@ -56,6 +56,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let retriever = cfg.resolve_retriever(&index)?;
     cfg.load_trigger(&index)?;
     let embedder = super::embedder_for(&index, &args.model.model, &cfg)?;
+    let reader = super::load_reader(&args.model.model, &args.reader)?;
+    let reader_note = match &reader {
+        Some(r) => format!("reader {:?}", r.dir()),
+        None => "no reader".to_string(),
+    };
     if retriever.uses_lexical() {
         live.require_lexical(retriever.as_str());
     }
@@ -95,7 +100,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     }
     // Said once everything is up, after the listeners' lines.
     let ready = format!(
-        "ready: {} passages from {:?}; {} model {:?}; {retriever} retriever; streaming {}{}",
+        "ready: {} passages from {:?}; {} model {:?}; {reader_note}; {retriever} retriever; streaming {}{}",
         index.len(),
         args.index,
         embedder.precision(),
@@ -109,6 +114,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         pace: args.pace.unwrap_or(0.0),
         stop_grace: Duration::from_millis(args.stop_grace_ms),
         swap_wait: daemon::SWAP_WAIT,
+        reader: daemon::ReaderHandoff::new(reader),
     };
     drop(index);
     // From here SIGINT/SIGTERM no longer kill the process: the daemon handles them.

@@ -103,7 +103,10 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
         fusion: cfg.stream.fusion,
     };
     let mut searcher = HybridSearcher::new(&index)?;
-    let mut context = primd::context::ContextBuilder::new();
+    let mut context = match super::load_reader(&args.model.model, &args.reader)? {
+        Some(r) => primd::context::ContextBuilder::with_reader(r, cfg.reader),
+        None => primd::context::ContextBuilder::new(),
+    };
     let mut packed = primd::context::Context::default();
     let mut hits = Ranked::new();
     let stdout = std::io::stdout();

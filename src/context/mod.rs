@@ -25,17 +25,20 @@
 
 mod pack;
 mod rank;
+pub mod read;
 pub mod split;
 
 use heapless::Vec as FixedVec;
 use serde::Serialize;
 
 use crate::dense::Query;
-use crate::embed::{Embed, MAX_TOKENS};
+use crate::embed::reader::Reader;
+use crate::embed::{Embed, EmbedError, MAX_TOKENS};
 use crate::fusion::Scored;
 use crate::index::{Index, IndexError, SentenceSpan, SentenceTable};
 use pack::Cand;
 use rank::Ranker;
+pub use read::{ReadCache, ReadSettings};
 
 /// The budget when none is given, in word pieces.
 pub const DEFAULT_CONTEXT_TOKENS: usize = 128;
@@ -92,6 +95,17 @@ pub struct Context {
     pub best: usize,
     /// The budget it was made for (0: context is off).
     pub budget: u32,
+    /// The reader's logits, when it read this question's sentences.
+    pub reader: Option<ReaderScores>,
+}
+
+/// What the reader said of an answer's sentences: its best logit over all it read, and
+/// over the top-1 passage's (NaN: none of them read). Higher: answers better; above 0 the
+/// model holds a sentence more likely to answer than not.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReaderScores {
+    pub best: f32,
+    pub top1: f32,
 }
 
 impl Context {
@@ -101,6 +115,7 @@ impl Context {
         self.unit = Unit::Sentences;
         self.best = 0;
         self.budget = 0;
+        self.reader = None;
     }
 }
 
@@ -170,10 +185,14 @@ pub fn notice_without_sentences(index: &Index, budget: usize) {
     }
 }
 
-/// Makes contexts; owns the scratch space, so make one per thread.
+/// Makes contexts; owns the scratch space (and the reader, if any), so make one per
+/// thread.
 pub struct ContextBuilder {
     ranker: Ranker,
     cands: FixedVec<Cand, MAX_SENTENCES>,
+    reader: Option<Reader>,
+    settings: ReadSettings,
+    cache: ReadCache,
 }
 
 impl Default for ContextBuilder {
@@ -183,41 +202,76 @@ impl Default for ContextBuilder {
 }
 
 impl ContextBuilder {
+    /// Without a reader: sentences by the cheap score, packed to the budget.
     pub fn new() -> Self {
         ContextBuilder {
             ranker: Ranker::new(),
             cands: FixedVec::new(),
+            reader: None,
+            settings: ReadSettings::default(),
+            cache: ReadCache::default(),
         }
     }
 
-    /// The context of `question` (embedded as `query`, if it was) over `hits` (best
-    /// first), at most `budget` word pieces, into `out` (empty for budget 0 or no hits).
-    /// `count` counts the word pieces of a text (for a cut, and for whole passages of an
-    /// index without sentences): [`word_pieces`]. A damaged passage record is skipped.
-    #[allow(clippy::too_many_arguments)]
-    pub fn build(
+    /// With `reader` ([`read`]): its best sentences, stopping where its score drops.
+    pub fn with_reader(reader: Reader, settings: ReadSettings) -> Self {
+        ContextBuilder {
+            reader: Some(reader),
+            settings,
+            ..Self::new()
+        }
+    }
+
+    /// How the reader is used.
+    pub fn read_settings(&self) -> ReadSettings {
+        self.settings
+    }
+
+    /// Uses the reader with `settings` from the next context on (the logits it has
+    /// read stay valid).
+    pub fn set_read_settings(&mut self, settings: ReadSettings) {
+        self.settings = settings;
+    }
+
+    /// The reader back (an index swap makes a new builder).
+    pub fn into_reader(self) -> Option<Reader> {
+        self.reader
+    }
+
+    /// Whether a reader ranks the sentences.
+    pub fn has_reader(&self) -> bool {
+        self.reader.is_some()
+    }
+
+    /// Pairs the reader has read so far (measurement).
+    pub fn pairs_read(&self) -> u64 {
+        self.cache.pairs
+    }
+
+    /// The reader's best logit in the last context built (NaN: no reader, or nothing
+    /// read).
+    pub fn best_logit(&self) -> f32 {
+        self.cands
+            .iter()
+            .map(|c| c.logit)
+            .filter(|l| !l.is_nan())
+            .fold(f32::NAN, f32::max)
+    }
+
+    /// The candidate sentences of `hits`' top passages, scored cheaply and sorted best
+    /// first. False when there are none to read (no sentences in the index).
+    fn candidates(
         &mut self,
         index: &Index,
         query: Option<&Query>,
         question: &str,
         hits: &[Scored],
-        budget: usize,
-        count: &mut dyn FnMut(&str) -> usize,
-        out: &mut Context,
-    ) {
-        out.clear();
-        let budget = budget.min(MAX_CONTEXT_TOKENS) as u32;
-        out.budget = budget;
-        if budget == 0 || hits.is_empty() {
-            return;
-        }
+    ) -> bool {
+        self.cands.clear();
         let top = &hits[..hits.len().min(CONTEXT_PASSAGES)];
         let Some(sentences) = index.sentences() else {
-            out.unit = Unit::Passages;
-            pack::whole_passages(index, top, budget, count, out);
-            return;
+            return false;
         };
-        self.cands.clear();
         let (lo, hi) = top
             .iter()
             .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), h| {
@@ -247,7 +301,103 @@ impl ContextBuilder {
         }
         self.ranker
             .score(index, &sentences, query, question, &mut self.cands);
-        pack::sentences(index, &mut self.cands, budget, count, out);
+        // Best first (stable: earlier passage, earlier sentence on a tie).
+        self.cands.sort_by(|a, b| b.score.total_cmp(&a.score));
+        true
+    }
+
+    /// Reads ahead, while the user speaks: the sentences the reader would read for
+    /// `question` over `hits`, at most `max_pairs` not read yet; returns the pairs read
+    /// (0: all were, or there is no reader). A later [`build`](Self::build) for the same
+    /// question text finds them read.
+    pub fn prepare(
+        &mut self,
+        index: &Index,
+        query: Option<&Query>,
+        question: &str,
+        hits: &[Scored],
+        max_pairs: usize,
+    ) -> Result<usize, EmbedError> {
+        if self.reader.is_none() || hits.is_empty() || max_pairs == 0 {
+            return Ok(0);
+        }
+        if !self.candidates(index, query, question, hits) {
+            return Ok(0);
+        }
+        let n = self.cands.len().min(self.settings.sentences);
+        let reader = self.reader.as_mut().expect("checked");
+        read::read(
+            reader,
+            &mut self.cache,
+            index,
+            question,
+            &mut self.cands[..n],
+            max_pairs,
+        )
+    }
+
+    /// The context of `question` (embedded as `query`, if it was) over `hits` (best
+    /// first), at most `budget` word pieces, into `out` (empty for budget 0 or no hits).
+    /// `count` counts the word pieces of a text (for a cut, and for whole passages of an
+    /// index without sentences): [`word_pieces`]. A damaged passage record is skipped.
+    /// With a reader, the sentences it has not read for this question yet are read now;
+    /// a reader that fails leaves the cheap ranking (and says so in the log).
+    #[allow(clippy::too_many_arguments)]
+    pub fn build(
+        &mut self,
+        index: &Index,
+        query: Option<&Query>,
+        question: &str,
+        hits: &[Scored],
+        budget: usize,
+        count: &mut dyn FnMut(&str) -> usize,
+        out: &mut Context,
+    ) {
+        out.clear();
+        let budget = budget.min(MAX_CONTEXT_TOKENS) as u32;
+        out.budget = budget;
+        if budget == 0 || hits.is_empty() {
+            self.cands.clear();
+            return;
+        }
+        if !self.candidates(index, query, question, hits) {
+            let top = &hits[..hits.len().min(CONTEXT_PASSAGES)];
+            out.unit = Unit::Passages;
+            pack::whole_passages(index, top, budget, count, out);
+            return;
+        }
+        let mut stop = None;
+        if let Some(reader) = self.reader.as_mut() {
+            let n = self.cands.len().min(self.settings.sentences);
+            let (head, _) = self.cands.split_at_mut(n);
+            match read::read(reader, &mut self.cache, index, question, head, n) {
+                Ok(_) => stop = read::fuse(&mut self.cands, &self.settings),
+                Err(e) => log::warn!("the reader failed, context by the cheap score: {e}"),
+            }
+            let top1 = hits[0].index;
+            let logits = |c: &&Cand| !c.logit.is_nan();
+            let best = |acc: f32, c: &Cand| {
+                if acc.is_nan() {
+                    c.logit
+                } else {
+                    acc.max(c.logit)
+                }
+            };
+            out.reader = Some(ReaderScores {
+                best: self.cands.iter().filter(logits).fold(f32::NAN, best),
+                top1: self
+                    .cands
+                    .iter()
+                    .filter(logits)
+                    .filter(|c| c.passage == top1)
+                    .fold(f32::NAN, best),
+            });
+        }
+        if stop.is_some_and(|s| s.empty) {
+            return;
+        }
+        let below = stop.map(|s| s.below);
+        pack::sentences(index, &mut self.cands, budget, below, count, out);
     }
 }
 
@@ -263,6 +413,16 @@ pub struct ContextJson<'a> {
     /// The span holding the best-ranked sentence (what a voice answer speaks).
     pub best: usize,
     pub spans: Vec<SpanJson<'a>>,
+    /// The reader's logits (absent without a reader).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reader: Option<ReaderJson>,
+}
+
+/// [`ReaderScores`] as the agent reads them (`null`: not read).
+#[derive(Debug, Serialize, PartialEq)]
+pub struct ReaderJson {
+    pub best: Option<f32>,
+    pub top1: Option<f32>,
 }
 
 /// Where a span came from: the passage's id and chunk, and character (Unicode scalar)
@@ -317,12 +477,17 @@ pub fn to_json<'a>(index: &'a Index, c: &Context) -> Result<ContextJson<'a>, Ind
             cut: s.cut,
         });
     }
+    let finite = |x: f32| x.is_finite().then_some(x);
     Ok(ContextJson {
         text,
         tokens: c.tokens,
         unit: c.unit.as_str(),
         best,
         spans,
+        reader: c.reader.map(|r| ReaderJson {
+            best: finite(r.best),
+            top1: finite(r.top1),
+        }),
     })
 }
 

@@ -41,6 +41,8 @@ pub(crate) struct Cand {
     pub sentence: u32,
     pub span: SentenceSpan,
     pub score: f32,
+    /// The reader's logit (NaN: not read).
+    pub logit: f32,
     /// Starts with a pronoun.
     pub pronoun: bool,
     pub chosen: bool,
@@ -67,6 +69,7 @@ impl Cand {
             sentence,
             span,
             score: 0.0,
+            logit: f32::NAN,
             pronoun,
             chosen: false,
             cut: false,
@@ -107,11 +110,14 @@ pub(crate) fn cut(text: &str, budget: u32, count: &mut dyn FnMut(&str) -> usize)
     (end, tokens)
 }
 
-/// Chooses among `cands` (scored) within `budget` and writes the spans to `out`.
+/// Chooses among `cands` (scored) within `budget` and writes the spans to `out`. With
+/// `stop`, a sentence scored below it is never taken (the best always is) and the budget
+/// is a ceiling, not a target: nothing fills what is left.
 pub(crate) fn sentences(
     index: &Index,
     cands: &mut [Cand],
     budget: u32,
+    stop: Option<f32>,
     count: &mut dyn FnMut(&str) -> usize,
     out: &mut Context,
 ) {
@@ -124,6 +130,9 @@ pub(crate) fn sentences(
             continue;
         }
         let c = cands[i];
+        if i > 0 && stop.is_some_and(|s| c.score < s) {
+            break;
+        }
         let pred = c
             .pronoun
             .then(|| {
@@ -147,6 +156,7 @@ pub(crate) fn sentences(
         }
     }
     if left >= FILL_MIN
+        && stop.is_none()
         && let Some(c) = cands.iter_mut().find(|c| !c.chosen)
     {
         cut_into(index, c, left, count);

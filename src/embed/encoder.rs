@@ -71,7 +71,9 @@ pub(crate) struct Int8Encoder {
     words: Vec<i8>,
     word_scale: Vec<f32>,
     positions: Vec<f32>,
-    token_type0: Vec<f32>,
+    /// Token-type (segment) embeddings, `types × 384`: one row for the embedder, two for
+    /// the reader (question, then sentence).
+    token_types: Vec<f32>,
     norm0: Norm,
     layers: Vec<Layer>,
 }
@@ -210,7 +212,7 @@ impl Int8Encoder {
             )));
         }
         let positions = init.f32s("embeddings.position_embeddings.weight", &[max_pos, DIM])?;
-        let token_type0 = init.f32s("embeddings.token_type_embeddings.0", &[DIM])?;
+        let token_types = init.f32s("embeddings.token_type_embeddings.0", &[DIM])?;
         let norm0 = init.norm("embeddings.LayerNorm")?;
         let mut layers = Vec::with_capacity(LAYERS);
         for i in 0..LAYERS {
@@ -229,7 +231,7 @@ impl Int8Encoder {
             words,
             word_scale,
             positions,
-            token_type0,
+            token_types,
             norm0,
             layers,
         })
@@ -261,7 +263,7 @@ impl Int8Encoder {
     /// Runs the encoder on `ids` (at most [`super::MAX_TOKENS`], each below the vocabulary
     /// size: the tokenizer guarantees both); the hidden states end in `s.hidden()`.
     pub(crate) fn forward(&self, ids: &[u32], par: &dyn Parallel, s: &mut Scratch) {
-        self.forward_batch(ids, &[ids.len()], par, s);
+        self.forward_batch(ids, None, &[ids.len()], par, s);
     }
 
     /// Runs the encoder on several sequences at once: `ids` holds them back to back,
@@ -271,10 +273,13 @@ impl Int8Encoder {
     /// attention stay per sequence. Every op is row-wise (per-token quantisation, per-row
     /// norms) except attention, which never crosses a sequence, so each sequence's rows
     /// are the ones [`forward`](Self::forward) alone would give. The hidden states end
-    /// in `s.hidden()`, sequence `i` at rows `lens[..i].sum()..` onwards.
+    /// in `s.hidden()`, sequence `i` at rows `lens[..i].sum()..` onwards. `types` (one per
+    /// id, each below [`type_rows`](Self::type_rows)) are the token types of a pair
+    /// encoder; `None` is type 0 throughout.
     pub(crate) fn forward_batch(
         &self,
         ids: &[u32],
+        types: Option<&[u8]>,
         lens: &[usize],
         par: &dyn Parallel,
         s: &mut Scratch,
@@ -300,7 +305,8 @@ impl Int8Encoder {
         let mut start = 0;
         for &len in lens {
             let rows = start..start + len;
-            self.embed_tokens(&ids[rows], &mut s.x[start * DIM..(start + len) * DIM]);
+            let t = types.map(|t| &t[rows.clone()]);
+            self.embed_tokens(&ids[rows], t, &mut s.x[start * DIM..(start + len) * DIM]);
             start += len;
         }
         layer_norm(&mut s.x, &self.norm0);
@@ -332,17 +338,30 @@ impl Int8Encoder {
         }
     }
 
-    /// `x[i] = dequant(words[id_i]) + positions[i] + token_type0`, in the graph's order.
-    fn embed_tokens(&self, ids: &[u32], x: &mut [f32]) {
+    /// `x[i] = dequant(words[id_i]) + positions[i] + token_types[type_i]`, in the graph's
+    /// order.
+    fn embed_tokens(&self, ids: &[u32], types: Option<&[u8]>, x: &mut [f32]) {
         for (i, (&id, row)) in ids.iter().zip(x.chunks_exact_mut(DIM)).enumerate() {
             let id = id as usize;
             let w = &self.words[id * DIM..][..DIM];
             let s = self.word_scale[id];
             let pos = &self.positions[i * DIM..][..DIM];
+            let ty = types.map_or(0, |t| usize::from(t[i]));
+            let ty = &self.token_types[ty * DIM..][..DIM];
             for j in 0..DIM {
-                row[j] = (f32::from(w[j]) * s + pos[j]) + self.token_type0[j];
+                row[j] = (f32::from(w[j]) * s + pos[j]) + ty[j];
             }
         }
+    }
+
+    /// Rows of the token-type table (1 for the embedder, 2 for the reader).
+    pub(crate) fn type_rows(&self) -> usize {
+        self.token_types.len() / DIM
+    }
+
+    /// Layers of the encoder.
+    pub(crate) fn depth(&self) -> usize {
+        self.layers.len()
     }
 }
 
@@ -552,6 +571,9 @@ fn exp(x: f32) -> f32 {
     }
     p * f32::from_bits((k.wrapping_add(127) as u32) << 23)
 }
+
+mod ort;
+pub(crate) use ort::Head;
 
 #[cfg(test)]
 mod tests;

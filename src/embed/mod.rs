@@ -21,6 +21,7 @@ mod int8;
 mod model;
 mod onnx;
 mod pool;
+pub mod reader;
 mod threads;
 mod tokenize;
 

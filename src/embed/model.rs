@@ -314,7 +314,7 @@ impl Embed for Embedder {
                 Some(p) => p,
                 None => &crate::qgemm::Serial,
             };
-            encoder.forward_batch(&ids, &lens, par, scratch);
+            encoder.forward_batch(&ids, None, &lens, par, scratch);
             let mut rows = scratch.hidden();
             for (&len, o) in lens.iter().zip(out.iter_mut()) {
                 let (mine, rest) = rows.split_at(len * DIM);

@@ -24,6 +24,7 @@ use std::path::Path;
 
 /// ONNX `TensorProto.DataType` values read here.
 pub(crate) const FLOAT: i32 = 1;
+pub(crate) const UINT8: i32 = 2;
 pub(crate) const INT8: i32 = 3;
 
 /// Longest name or op type accepted (ONNX names in this graph are under 100 bytes).
@@ -34,11 +35,13 @@ const MAX_DIMS: usize = 8;
 /// a file of millions of tiny records is refused before it costs memory.
 const MAX_RECORDS: usize = 100_000;
 
-/// One node: what it computes and its name (for error messages).
+/// One node: what it computes, its name (for error messages) and the names of its
+/// inputs (which initializer a quantized matmul reads: the reader's graph).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Node {
     pub op_type: String,
     pub name: String,
+    pub inputs: Vec<String>,
 }
 
 /// Where an initializer's elements are in the file.
@@ -50,7 +53,14 @@ pub(crate) struct Initializer {
     /// packed `float_data`).
     at: u64,
     len: u64,
+    /// Elements of an 8-bit tensor kept in `int32_data` (how exporters store scalar zero
+    /// points), one byte each, decoded while walking the file.
+    inline: Option<Vec<u8>>,
 }
+
+/// Most elements of an 8-bit tensor kept in `int32_data` (such tensors are scalars and
+/// small tables; the big ones are `raw_data`).
+const MAX_INLINE: usize = 1 << 16;
 
 /// The structure of an ONNX model file, with an open handle to read payloads.
 pub(crate) struct OnnxFile<F = File> {
@@ -104,6 +114,9 @@ impl<F: Read + Seek> OnnxFile<F> {
     /// The elements of `init` as little-endian bytes, read straight from the file into
     /// a buffer of exactly their size.
     pub(crate) fn read(&mut self, init: &Initializer) -> Result<Vec<u8>, String> {
+        if let Some(bytes) = &init.inline {
+            return Ok(bytes.clone());
+        }
         let len = usize::try_from(init.len).map_err(|_| "tensor too large".to_string())?;
         let mut buf = vec![0u8; len];
         self.file
@@ -245,9 +258,14 @@ fn read_node<F: Read + Seek>(r: &mut Reader<F>, end: u64) -> Result<Node, String
     let mut node = Node {
         op_type: String::new(),
         name: String::new(),
+        inputs: Vec::new(),
     };
     while r.pos < end {
         match r.key()? {
+            (1, LEN) if node.inputs.len() == MAX_DIMS * 4 => {
+                return Err(format!("a node with more than {} inputs", MAX_DIMS * 4));
+            }
+            (1, LEN) => node.inputs.push(r.string(end)?),
             (3, LEN) => node.name = r.string(end)?,
             (4, LEN) => node.op_type = r.string(end)?,
             (_, wire) => r.skip(wire, end)?,
@@ -269,7 +287,9 @@ fn read_tensor<F: Read + Seek>(
         data_type: 0,
         at: 0,
         len: 0,
+        inline: None,
     };
+    let mut ints: Vec<u8> = Vec::new();
     let (mut has_data, mut external) = (false, false);
     let push_dim = |dims: &mut Vec<usize>, d: u64| -> Result<(), String> {
         // A negative int64 is a 10-byte varint above i64::MAX: refused with the huge ones.
@@ -301,6 +321,23 @@ fn read_tensor<F: Read + Seek>(
                 (init.at, init.len, has_data) = (r.pos, data_end - r.pos, true);
                 r.seek_to(data_end)?;
             }
+            // int32_data, packed or one by one: kept as bytes (8-bit tensors only).
+            (5, LEN) => {
+                let ints_end = r.len_end(end)?;
+                while r.pos < ints_end {
+                    if ints.len() == MAX_INLINE {
+                        return Err(format!("more than {MAX_INLINE} int32_data elements"));
+                    }
+                    ints.push(r.varint()? as u8);
+                }
+                if r.pos != ints_end {
+                    return Err(format!(
+                        "packed int32_data runs past its field (at {})",
+                        r.pos
+                    ));
+                }
+            }
+            (5, VARINT) if ints.len() < MAX_INLINE => ints.push(r.varint()? as u8),
             (14, VARINT) => external = r.varint()? == 1,
             (_, wire) => r.skip(wire, end)?,
         }
@@ -315,13 +352,17 @@ fn read_tensor<F: Read + Seek>(
     }
     let width = match init.data_type {
         FLOAT => 4,
-        INT8 => 1,
+        INT8 | UINT8 => 1,
         _ => 0, // other types are never read; `Initializers` refuses them by name
     };
     let count = init
         .dims
         .iter()
         .try_fold(1u64, |n, &d| n.checked_mul(d as u64));
+    if !has_data && !ints.is_empty() && matches!(init.data_type, INT8 | UINT8) {
+        (init.len, has_data) = (ints.len() as u64, true);
+        init.inline = Some(ints);
+    }
     if width > 0 && !has_data {
         return Err(format!(
             "initializer {name:?} keeps its values in a typed field other than raw_data \

@@ -18,8 +18,9 @@ use serde::{Deserialize, Serialize};
 use super::data::{QueryRecord, StreamRecord};
 use super::progress::{Progress, run_parallel};
 use crate::config::RunConfig;
-use crate::context::{Context, ContextBuilder, to_json, word_pieces};
+use crate::context::{Context, ContextBuilder, ReadSettings, to_json, word_pieces};
 use crate::dense::Query;
+use crate::embed::reader::Reader;
 use crate::embed::{DIM, Embed};
 use crate::fusion::Scored;
 use crate::index::Index;
@@ -110,58 +111,166 @@ pub struct ContextSummary {
     pub rows: Vec<Handed>,
 }
 
+/// The reader's part of an answer-in-context run: the reader's files, the settings
+/// the `reader` rows use, and (`sweep`) a grid of other settings reported too (the
+/// figures the defaults were chosen from).
+#[derive(Clone, Debug)]
+pub struct ReaderEval {
+    pub dir: std::path::PathBuf,
+    pub settings: ReadSettings,
+    pub sweep: bool,
+}
+
+impl ReaderEval {
+    /// Every setting measured: the chosen one first, then the sweep's grid.
+    fn settings(&self) -> Vec<ReadSettings> {
+        let mut all = vec![self.settings];
+        if self.sweep {
+            for sentences in [8, 12, 16, 24] {
+                for cheap_weight in [0.0, 1.0] {
+                    for drop in [9.0, 12.0, 1e9] {
+                        for floor in [-1e9, -8.0, -6.0, -4.0] {
+                            all.push(ReadSettings {
+                                sentences,
+                                cheap_weight,
+                                drop,
+                                floor,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        all
+    }
+
+    fn label(s: &ReadSettings) -> String {
+        let none = |x: f32| {
+            if x.abs() >= 1e8 {
+                "none".to_string()
+            } else {
+                x.to_string()
+            }
+        };
+        format!(
+            "reader n={} w={} drop={} floor={}",
+            s.sentences,
+            s.cheap_weight,
+            none(s.drop),
+            none(s.floor)
+        )
+    }
+}
+
 /// What one question gave: per row of [`ContextSummary::rows`], (held, tokens, words).
-type Row = [(bool, usize, usize); PASSAGES.len() + BUDGETS.len()];
+type Row = Vec<(bool, usize, usize)>;
+
+/// The builders of one worker: without the reader, and with it (if measured).
+pub struct Builders {
+    plain: ContextBuilder,
+    reader: Option<(ContextBuilder, Vec<ReadSettings>)>,
+}
+
+impl Builders {
+    pub fn new(reader: Option<&ReaderEval>) -> anyhow::Result<Self> {
+        let reader = match reader {
+            Some(r) => {
+                let settings = r.settings();
+                let max = settings.iter().map(|s| s.sentences).max().unwrap_or(0);
+                // Loaded per worker; the widest setting is read once per question, the
+                // others reuse its logits.
+                let widest = ReadSettings {
+                    sentences: max,
+                    ..settings[0]
+                };
+                let b = ContextBuilder::with_reader(Reader::load(&r.dir)?, widest);
+                Some((b, settings))
+            }
+            None => None,
+        };
+        Ok(Builders {
+            plain: ContextBuilder::new(),
+            reader,
+        })
+    }
+}
 
 /// Judges the passages and the contexts of one question's `hits`.
 fn judge<E: Embed>(
     index: &Index,
-    builder: &mut ContextBuilder,
+    builders: &mut Builders,
     embedder: &mut E,
     query: Option<&Query>,
     question: &str,
     hits: &[Scored],
     answers: &[String],
 ) -> anyhow::Result<Row> {
-    let mut row: Row = Default::default();
+    let mut row: Row = Vec::new();
     let mut text = String::new();
-    for (slot, &k) in PASSAGES.iter().enumerate() {
+    for &k in &PASSAGES {
         text.clear();
         for h in hits.iter().take(k) {
             text.push_str(index.passage(h.index as usize)?.text);
             text.push('\n');
         }
         let tokens = word_pieces(embedder, &text);
-        row[slot] = (
+        row.push((
             holds(&text, answers),
             tokens,
             text.split_whitespace().count(),
-        );
+        ));
     }
     let mut c = Context::default();
-    for (slot, &b) in BUDGETS.iter().enumerate() {
+    let mut one = |builder: &mut ContextBuilder, b: usize, row: &mut Row| -> anyhow::Result<()> {
         let mut count = |t: &str| word_pieces(embedder, t);
         builder.build(index, query, question, hits, b, &mut count, &mut c);
         let j = to_json(index, &c)?;
-        row[PASSAGES.len() + slot] = (
+        row.push((
             holds(&j.text, answers),
             c.tokens as usize,
             j.text.split_whitespace().count(),
-        );
+        ));
+        Ok(())
+    };
+    for &b in &BUDGETS {
+        one(&mut builders.plain, b, &mut row)?;
+    }
+    if let Some((builder, settings)) = builders.reader.as_mut() {
+        let widest = builder.read_settings();
+        for s in settings.iter() {
+            builder.set_read_settings(*s);
+            for &b in &BUDGETS {
+                one(builder, b, &mut row)?;
+            }
+        }
+        builder.set_read_settings(widest);
     }
     Ok(row)
 }
 
-fn summarize(rows: &[Row], skipped: usize) -> ContextSummary {
+fn summarize(rows: &[Row], skipped: usize, reader: Option<&ReaderEval>) -> ContextSummary {
     let n = rows.len().max(1) as f64;
-    let names = PASSAGES
+    let mut names: Vec<String> = PASSAGES
         .iter()
         .map(|k| format!("top-{k} passage{}", if *k == 1 { "" } else { "s" }))
-        .chain(BUDGETS.iter().map(|b| format!("context {b}")));
+        .chain(BUDGETS.iter().map(|b| format!("context {b}")))
+        .collect();
+    if let Some(r) = reader {
+        for (i, s) in r.settings().iter().enumerate() {
+            for b in BUDGETS {
+                names.push(if i == 0 {
+                    format!("context {b}, reader")
+                } else {
+                    format!("context {b}, {}", ReaderEval::label(s))
+                });
+            }
+        }
+    }
     ContextSummary {
         questions: rows.len(),
         skipped,
         rows: names
+            .into_iter()
             .enumerate()
             .map(|(slot, what)| Handed {
                 what,
@@ -183,6 +292,7 @@ pub fn typed<E: Embed>(
     retriever: Retriever,
     workers: usize,
     progress: &Progress,
+    reader: Option<&ReaderEval>,
     make_embedder: impl Fn() -> anyhow::Result<E> + Sync,
 ) -> anyhow::Result<ContextSummary> {
     let asked: Vec<(&QueryRecord, &[String])> = queries
@@ -205,7 +315,7 @@ pub fn typed<E: Embed>(
             Ok((
                 make_embedder()?,
                 HybridSearcher::new(index)?,
-                ContextBuilder::new(),
+                Builders::new(reader)?,
                 Ranked::new(),
             ))
         },
@@ -222,7 +332,7 @@ pub fn typed<E: Embed>(
             judge(index, b, e, query.as_ref(), &q.text, hits, a)
         },
     )?;
-    Ok(summarize(&rows, queries.len() - asked.len()))
+    Ok(summarize(&rows, queries.len() - asked.len(), reader))
 }
 
 /// The recorded streams: `finals[i]` are the passages the daemon returned for
@@ -237,6 +347,7 @@ pub fn streams<E: Embed>(
     retriever: Retriever,
     workers: usize,
     progress: &Progress,
+    reader: Option<&ReaderEval>,
     make_embedder: impl Fn() -> anyhow::Result<E> + Sync,
 ) -> anyhow::Result<ContextSummary> {
     let asked: Vec<(&StreamRecord, &[u32], &[String])> = streams
@@ -251,7 +362,7 @@ pub fn streams<E: Embed>(
         || {
             let mut n = Normalizer::new(cfg.fillers.iter().map(String::as_str));
             n.set_rules(index.word_rules());
-            Ok((make_embedder()?, ContextBuilder::new(), n, String::new()))
+            Ok((make_embedder()?, Builders::new(reader)?, n, String::new()))
         },
         |(e, b, n, norm), _, (rec, top, a)| {
             n.normalize_into(&rec.final_text, norm);
@@ -267,7 +378,7 @@ pub fn streams<E: Embed>(
             judge(index, b, e, query.as_ref(), norm, &hits, a)
         },
     )?;
-    Ok(summarize(&rows, streams.len() - asked.len()))
+    Ok(summarize(&rows, streams.len() - asked.len(), reader))
 }
 
 #[cfg(test)]

@@ -56,6 +56,8 @@ pub struct EvalOptions {
     pub learned_trigger: Option<std::sync::Arc<crate::stream::trigger::TriggerModel>>,
     /// Gold answers: measure answer-in-context ([`context`]) too.
     pub answers: Option<std::sync::Arc<context::Answers>>,
+    /// Answer-in-context with the reader too (rows `context N, reader`).
+    pub reader: Option<context::ReaderEval>,
 }
 
 /// The settings the run used, echoed in the report.
@@ -287,6 +289,7 @@ pub fn evaluate<E: Embed>(
                     retriever,
                     opts.workers,
                     &bar,
+                    opts.reader.as_ref(),
                     &make_embedder,
                 )?;
                 let streams = match (&stream_results, streams_in) {
@@ -305,6 +308,7 @@ pub fn evaluate<E: Embed>(
                             retriever,
                             opts.workers,
                             &bar,
+                            opts.reader.as_ref(),
                             &make_embedder,
                         )?)
                     }

@@ -266,6 +266,7 @@ fn evaluate_runs_both_replays_and_the_sweep() {
         retrievers: vec![],
         learned_trigger: None,
         answers: None,
+        reader: None,
     };
     let run = super::evaluate(&index, &queries, &q, Some(&streams), &c, &opts, || {
         Ok(HashEmbedder)

@@ -60,7 +60,7 @@ pub mod trigger;
 use std::time::Instant;
 
 use crate::confidence;
-use crate::context::{Context, ContextBuilder};
+use crate::context::{Context, ContextBuilder, ReadSettings};
 use crate::conversation::{self, ContextSearch, Conversation, ConversationConfig, Used};
 use crate::dense::{Candidates, DEFAULT_CANDIDATES, Query};
 use crate::embed::{DIM, Embed, EmbedError, Embedding, cosine};
@@ -189,6 +189,10 @@ pub struct Counts {
     pub gate_skips: u32,
     /// Lexical queries on partials (the final's is not counted).
     pub lexical_searches: u32,
+    /// Question-sentence pairs the reader read ahead (before end of speech).
+    pub pairs_read: u32,
+    /// Pairs it read after end of speech (what reading ahead did not cover).
+    pub pairs_read_final: u32,
 }
 
 /// Work done after end of utterance, in milliseconds.
@@ -264,6 +268,9 @@ struct Utterance {
     context_tokens: Option<usize>,
     /// When the lane's last turn ended.
     last_turn: Option<Instant>,
+    /// The speculative top passage when the reader last looked (it reads ahead once it
+    /// holds still).
+    read_top: Option<u32>,
 }
 
 impl Utterance {
@@ -284,6 +291,7 @@ impl Utterance {
             context: true,
             context_tokens: None,
             last_turn: None,
+            read_top: None,
         })
     }
 }
@@ -347,6 +355,22 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         }
     }
 
+    /// Ranks each final's `context` sentences with `reader` ([`crate::context::read`]),
+    /// reading ahead while the user speaks ([`idle`](Self::idle)).
+    pub fn set_reader(&mut self, reader: crate::embed::reader::Reader, settings: ReadSettings) {
+        self.context = ContextBuilder::with_reader(reader, settings);
+    }
+
+    /// Whether a reader ranks the sentences.
+    pub fn has_reader(&self) -> bool {
+        self.context.has_reader()
+    }
+
+    /// Pairs the reader has read since the start (ahead and at end of speech).
+    pub fn pairs_read(&self) -> u64 {
+        self.context.pairs_read()
+    }
+
     /// Turns conversations on (or off) for every lane.
     pub fn set_conversation(&mut self, cfg: ConversationConfig) {
         self.conversation = cfg;
@@ -398,6 +422,11 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
     /// Gives the embedder back (the daemon moves it to a retriever over a new index).
     pub fn into_embedder(self) -> E {
         self.embedder
+    }
+
+    /// The embedder and the reader back, for the next retriever (an index swap).
+    pub fn into_parts(self) -> (E, Option<crate::embed::reader::Reader>) {
+        (self.embedder, self.context.into_reader())
     }
 
     pub fn searcher(&self) -> &HybridSearcher<'i> {
@@ -543,20 +572,53 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
     }
 
     /// Called when no input is waiting: embeds the newest partial if it has not been
-    /// embedded yet and has at least `min_tokens` words. Returns whether it embedded.
+    /// embedded yet and has at least `min_tokens` words; else, with a reader, reads one
+    /// batch of the sentences the final's context would read if the partial were final
+    /// ([`ContextBuilder::prepare`]). Returns whether it did any work (the scheduler
+    /// drains its input between two calls, so a partial never waits for more than one
+    /// embed or one batch).
     pub fn idle(&mut self) -> Result<bool, EmbedError> {
         if !self.cfg.enabled
             || !self.cfg.idle_embed
             || !matches!(self.cfg.trigger, Trigger::Fixed)
             || !self.cfg.retriever.uses_dense()
             || self.u.current.is_empty()
-            || self.u.current == self.u.embedded_text
             || word_count(&self.u.current) < self.cfg.min_tokens
         {
             return Ok(false);
         }
-        self.embed_current()?;
-        Ok(true)
+        if self.u.current != self.u.embedded_text {
+            self.embed_current()?;
+            return Ok(true);
+        }
+        self.read_ahead()
+    }
+
+    /// One batch of the reader's work on the newest partial, once its speculative top
+    /// passage has held still over two partials (while it moves, reading would be spent
+    /// on sentences the final will not read).
+    fn read_ahead(&mut self) -> Result<bool, EmbedError> {
+        let budget = self.u.context_tokens.unwrap_or(self.cfg.context_tokens);
+        if !self.context.has_reader() || budget == 0 {
+            return Ok(false);
+        }
+        let k = crate::context::CONTEXT_PASSAGES;
+        let top = self.speculative_guess(k).first().map(|h| h.index);
+        if top.is_none() || top != self.u.read_top {
+            // Remembered; read from the next partial on if it stays.
+            self.u.read_top = top;
+            return Ok(false);
+        }
+        let query = Query::new(&self.u.embedding);
+        let read = self.context.prepare(
+            self.searcher.index(),
+            Some(&query),
+            &self.u.current,
+            &self.guess,
+            crate::context::read::STEP,
+        )?;
+        self.u.counts.pairs_read += read as u32;
+        Ok(read > 0)
     }
 
     /// Ends the utterance with its final transcript and returns the results; the
@@ -639,6 +701,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         let query = dense.then(|| Query::new(&self.u.embedding));
         let embedder = &mut self.embedder;
         let mut count = |t: &str| crate::context::word_pieces(embedder, t);
+        let pairs = self.context.pairs_read();
         self.context.build(
             self.searcher.index(),
             query.as_ref(),
@@ -648,6 +711,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             &mut count,
             &mut o.context,
         );
+        o.counts.pairs_read_final = (self.context.pairs_read() - pairs) as u32;
         o.timings.context_ms = ms_since(t);
     }
 
@@ -768,6 +832,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         self.u.trig.reset();
         self.u.context = true;
         self.u.context_tokens = None;
+        self.u.read_top = None;
     }
 
     fn embed_current(&mut self) -> Result<(), EmbedError> {

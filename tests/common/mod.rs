@@ -211,3 +211,26 @@ pub fn on_demo(args: &[&str], stdin: &[u8]) -> std::process::Output {
     );
     out
 }
+
+/// The museum demo (`demo/corpus.jsonl`) as `build-index` makes it for `context`: the
+/// real model, a lexical section and the passages' sentences (format v6), in `dir`.
+pub fn build_demo_index(dir: &Path) -> PathBuf {
+    use primd::index::{WriteOptions, write_index_with};
+    let mut e = Embedder::load(&model_dir(), &EmbedderOptions::default()).unwrap();
+    let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("demo/corpus.jsonl");
+    let (passages, vectors) = embed_corpus(&corpus, &mut e);
+    let sentences = primd::context::sentence_table(&mut e, &passages).unwrap();
+    let meta = IndexMeta {
+        dim: DIM as u32,
+        fingerprint: e.fingerprint(),
+        chunk_words: 0,
+        overlap_words: 0,
+    };
+    let opts = WriteOptions {
+        sentences: Some(sentences),
+        ..WriteOptions::default()
+    };
+    let path = dir.join("demo.idx");
+    write_index_with(&path, &meta, &passages, &vectors, &opts).unwrap();
+    path
+}

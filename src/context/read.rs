@@ -1,0 +1,225 @@
+//! The reader's part in `context`: which sentences it reads, how its logit is fused
+//! with the cheap score, where the context stops, and the logits it remembers.
+//!
+//! The cheap score ([`super::rank`]) tells "about the question" well and "answers it"
+//! poorly (its best sentence holds the answer for 0.60 of the dev questions, its top
+//! five passages for 0.905); the reader tells them apart but costs a 12-layer encoder
+//! per sentence. So the cheap score chooses the [`ReadSettings::sentences`] the reader
+//! reads, and a read sentence's score becomes `logit + cheap_weight · cheap`; those it
+//! did not read rank below every read one. Packing then stops where the fused score
+//! drops more than [`ReadSettings::drop`] under the best one's: the budget is a ceiling.
+//!
+//! The reader's logits are remembered per question text ([`ReadCache`]): the streaming
+//! retriever reads while the user speaks ([`ContextBuilder::prepare`](super::ContextBuilder::prepare)),
+//! and at the end of speech a final whose words are the last partial's finds its
+//! sentences read already; only sentences not read yet cost anything then. The cache is
+//! fixed-size (no allocation per partial).
+
+use heapless::Vec as FixedVec;
+use xxhash_rust::xxh3::xxh3_64;
+
+use super::pack::Cand;
+use crate::embed::EmbedError;
+use crate::embed::reader::Reader;
+use crate::index::Index;
+
+/// Most sentences the reader reads for one question.
+pub const MAX_READ: usize = 32;
+/// Most pairs read ahead per idle step (one batch: a partial waits for at most that).
+pub const STEP: usize = BATCH;
+/// Sentences per reader batch (a batch's tokens are one GEMM's rows: a handful of pairs
+/// reads the weights once for all of them, and keeps each step short).
+const BATCH: usize = 4;
+
+/// How the reader is used; the defaults were chosen on the dev questions
+/// (docs/context.md).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReadSettings {
+    /// Sentences (best cheap score first) the reader reads per question.
+    pub sentences: usize,
+    /// Weight of the cheap score added to the reader's logit.
+    pub cheap_weight: f32,
+    /// The context stops at sentences whose fused score is more than this under the
+    /// best one's.
+    pub drop: f32,
+    /// No sentence the reader scores below this is handed over, the best included: an
+    /// off-topic question gets an empty context rather than the least bad sentences.
+    pub floor: f32,
+}
+
+impl Default for ReadSettings {
+    fn default() -> Self {
+        ReadSettings {
+            sentences: 16,
+            cheap_weight: 1.0,
+            drop: 12.0,
+            floor: -6.0,
+        }
+    }
+}
+
+/// Logits the reader gave, for one question text.
+#[derive(Debug, Default)]
+pub struct ReadCache {
+    /// Hash of the question they were read against (0: none yet).
+    question: u64,
+    logits: FixedVec<(u32, f32), MAX_READ>,
+    /// Pairs read since the cache was made (measurement).
+    pub pairs: u64,
+}
+
+impl ReadCache {
+    /// Forgets the logits unless they were read against `question`.
+    fn switch(&mut self, question: &str) {
+        let h = xxh3_64(question.as_bytes()).max(1);
+        if h != self.question {
+            self.question = h;
+            self.logits.clear();
+        }
+    }
+
+    fn get(&self, sentence: u32) -> Option<f32> {
+        self.logits
+            .iter()
+            .find(|(s, _)| *s == sentence)
+            .map(|(_, l)| *l)
+    }
+}
+
+/// Reads the first `n` of `cands` (sorted best cheap score first) against `question`,
+/// taking what `cache` holds and reading at most `budget` pairs more; returns the pairs
+/// read. A sentence not read has no logit yet (`Cand::logit` NaN).
+pub(crate) fn read(
+    reader: &mut Reader,
+    cache: &mut ReadCache,
+    index: &Index,
+    question: &str,
+    cands: &mut [Cand],
+    budget: usize,
+) -> Result<usize, EmbedError> {
+    cache.switch(question);
+    let mut todo: FixedVec<usize, MAX_READ> = FixedVec::new();
+    for (i, c) in cands.iter_mut().enumerate().take(MAX_READ) {
+        c.logit = cache.get(c.sentence).unwrap_or(f32::NAN);
+        if c.logit.is_nan() && todo.len() < budget {
+            let _ = todo.push(i);
+        }
+    }
+    if !todo.is_empty() {
+        // Cheap (a question's tokens), and the reader may have read another text since.
+        reader.set_question(question)?;
+    }
+    for chunk in todo.chunks(BATCH) {
+        let mut pairs: FixedVec<(&str, &str), BATCH> = FixedVec::new();
+        for &i in chunk {
+            let c = &cands[i];
+            let title = index.passage(c.passage as usize).map_or("", |p| p.title);
+            let _ = pairs.push((title, c.text(index)));
+        }
+        let mut out = [0.0f32; BATCH];
+        reader.score_titled(&pairs, &mut out[..pairs.len()])?;
+        for (&i, &l) in chunk.iter().zip(&out) {
+            cands[i].logit = l;
+            let _ = cache.logits.push((cands[i].sentence, l));
+        }
+        cache.pairs += chunk.len() as u64;
+    }
+    Ok(todo.len())
+}
+
+/// How to pack after [`fuse`]: the fused score under which packing stops, and whether
+/// the best sentence is below the reader's floor (then nothing is handed over).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Stop {
+    pub below: f32,
+    pub empty: bool,
+}
+
+/// The fused scores of `cands` (the first `read` of them read, the rest not) and where
+/// the context stops (`None`: nothing was read, the cheap order decides alone). A
+/// sentence under the floor gets a score under the stop, so it is never taken.
+pub(crate) fn fuse(cands: &mut [Cand], settings: &ReadSettings) -> Option<Stop> {
+    let mut best = f32::NEG_INFINITY;
+    let low = cands.iter().map(|c| c.score).fold(f32::INFINITY, f32::min);
+    let mut best_logit = f32::NEG_INFINITY;
+    for c in cands.iter_mut() {
+        if c.logit.is_nan() {
+            // Below every read sentence, in cheap order among themselves.
+            c.score = -1e6 + c.score - low;
+        } else {
+            c.score = c.logit + settings.cheap_weight * c.score;
+            if c.logit < settings.floor {
+                c.score -= 1e5;
+            }
+            best = best.max(c.score);
+            best_logit = best_logit.max(c.logit);
+        }
+    }
+    best.is_finite().then_some(Stop {
+        below: best - settings.drop,
+        empty: best_logit < settings.floor,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::SentenceSpan;
+
+    fn cand(sentence: u32, cheap: f32, logit: f32) -> Cand {
+        let span = SentenceSpan {
+            start: 0,
+            end: 1,
+            tokens: 10,
+        };
+        let mut c = Cand::new(0, 0, 1.0, sentence, span, "x");
+        c.score = cheap;
+        c.logit = logit;
+        c
+    }
+
+    #[test]
+    fn read_sentences_rank_above_unread_ones_and_the_stop_follows_the_best() {
+        let s = ReadSettings {
+            sentences: 3,
+            cheap_weight: 1.0,
+            drop: 4.0,
+            floor: -4.0,
+        };
+        // Sorted by the cheap score, as `read` receives them: the reader disagrees.
+        let mut c = [
+            cand(0, 0.9, -5.0),
+            cand(1, 0.8, 6.0),
+            cand(2, 0.7, 1.0),
+            cand(3, 0.6, f32::NAN),
+            cand(4, 0.5, f32::NAN),
+        ];
+        let stop = fuse(&mut c, &s).unwrap();
+        assert!((c[1].score - 6.8).abs() < 1e-6 && (stop.below - 2.8).abs() < 1e-6);
+        assert!(!stop.empty);
+        // Under the floor (-5 < -4): under the stop too.
+        assert!(c[0].score < stop.below);
+        // Every read sentence above every unread one; unread ones keep their order.
+        let lowest_read = c[..3].iter().map(|x| x.score).fold(f32::MAX, f32::min);
+        assert!(c[3].score < lowest_read && c[4].score < c[3].score);
+        // Nothing above the floor: an empty context.
+        let mut off = [cand(0, 0.9, -7.0), cand(1, 0.8, -9.0)];
+        assert!(fuse(&mut off, &s).unwrap().empty);
+        // Nothing read: no stop (the cheap order decides, as without a reader).
+        let mut none = [cand(0, 0.9, f32::NAN), cand(1, 0.8, f32::NAN)];
+        assert_eq!(fuse(&mut none, &s), None);
+        assert!(none[0].score > none[1].score);
+    }
+
+    #[test]
+    fn the_cache_answers_only_for_its_question_text() {
+        let mut cache = ReadCache::default();
+        cache.switch("when does it open");
+        let _ = cache.logits.push((7, 2.5));
+        assert_eq!(cache.get(7), Some(2.5));
+        cache.switch("when does it open");
+        assert_eq!(cache.get(7), Some(2.5), "same text: kept");
+        cache.switch("when does it close");
+        assert_eq!(cache.get(7), None, "another text: forgotten");
+    }
+}
