@@ -8,6 +8,8 @@ once, so the two cannot drift apart. docs/protocol.md (version 1) is the contrac
 import json
 from collections import OrderedDict
 
+from .results import Result
+
 PROTOCOL = 1
 """The protocol version this package speaks (docs/protocol.md)."""
 
@@ -107,6 +109,8 @@ def decode(line):
         raise ProtocolError(f"primd sent a line that is not JSON: {e}") from None
     if not isinstance(msg, dict):
         raise ProtocolError("primd sent a JSON line that is not an object")
+    if msg.get("type") in ("final", "speculative"):
+        return Result(msg)  # `result.context` typed (results.py)
     return msg
 
 
