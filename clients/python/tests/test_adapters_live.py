@@ -7,7 +7,7 @@ import asyncio
 import unittest
 
 from primd_client.prompt import sources, sources_text
-from primd_server import Primd, grow
+from primd_server import SharedPrimd, grow
 
 try:
     from pipecat.frames.frames import InterimTranscriptionFrame, TranscriptionFrame
@@ -39,15 +39,7 @@ def body(message):
     return message.split("\n\n", 1)[1]
 
 
-class Live(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.primd = Primd()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.primd.stop()
-
+class Live(SharedPrimd):
     @unittest.skipUnless(HAVE_PIPECAT, "pipecat-ai not installed")
     def test_pipecat_processor(self):
         context = LLMContext(messages=[{"role": "system", "content": "You are the museum's guide."}])
