@@ -1,17 +1,21 @@
-"""`result.context` from the real `primd run --listen` (demo index, real model), through
-the sync and the asyncio client: every span's text is where its offsets say in its
-passage, the prompt cites the passages' titles, an empty final is safe, and the prompt
-helper's token estimate does not undercount primd's own word pieces (so the default
-128-piece context fits the default cap uncut)."""
+"""`result.context` from the real `primd run --listen` (real model), through the sync and
+the asyncio client: every span's text is where its offsets say in its passage, the
+prompt cites the passages' titles, an empty final is safe, and the prompt helper's token
+estimate does not undercount primd's own word pieces (so the default 128-piece context
+fits the default cap uncut). The test index (tests/data/demo-x86.idx) predates sentences
+(`unit: "passages"`); the index `demo/run` builds has them, so `Sentences` builds that
+one with the `build-index` next to primd (cargo builds both) and checks it too."""
 
 import asyncio
 import json
 import os
+import subprocess
+import tempfile
 import unittest
 
 from primd_client import AsyncClient, Client, Context, estimate_tokens, prompt_messages, sources
 from primd_client.prompt import NO_SOURCES
-from primd_server import ROOT, SharedPrimd
+from primd_server import MODEL, ROOT, Primd, SharedPrimd, primd_bin
 
 TICKET = "How much is a ticket for a child?"
 
@@ -21,16 +25,26 @@ def demo_questions():
         return [json.loads(line)["final"] for line in f if line.strip()]
 
 
+def check(test, result, unit):
+    """What every context must satisfy: spans where their offsets say, a best span, an
+    estimate not below primd's word pieces, and sources uncut by the default cap."""
+    ctx = result.context
+    test.assertIsInstance(ctx, Context)
+    test.assertEqual(ctx.unit, unit)
+    passages = {(r["id"], r.get("chunk", 0)): r["text"] for r in result["results"]}
+    for span in ctx.spans:
+        test.assertEqual(passages[(span.passage, span.chunk)][span.start:span.end], span.text)
+    test.assertIn(ctx.best_span, ctx.spans)
+    test.assertGreaterEqual(estimate_tokens(ctx.text), ctx.tokens, result["text"])
+    test.assertEqual([s.text for s in sources(result)],
+                     [" ".join(t.split()) for _, t in ctx.passages()],
+                     f"{result['text']}: cut by the default cap")
+    return ctx
+
+
 class ContextLive(SharedPrimd):
     def check_spans(self, result):
-        ctx = result.context
-        self.assertIsInstance(ctx, Context)
-        self.assertIn(ctx.unit, ("sentences", "passages"))  # the test index: "passages"
-        passages = {(r["id"], r.get("chunk", 0)): r["text"] for r in result["results"]}
-        for span in ctx.spans:
-            self.assertEqual(passages[(span.passage, span.chunk)][span.start:span.end], span.text)
-        self.assertIn(ctx.best_span, ctx.spans)
-        return ctx
+        return check(self, result, "passages")  # the test index predates sentences
 
     def test_sync_and_async_results_have_a_typed_context(self):
         with Client.connect(self.primd.address) as c:
@@ -52,15 +66,40 @@ class ContextLive(SharedPrimd):
         self.assertEqual(sources(result), [])
         self.assertIn(NO_SOURCES, prompt_messages(result)[0]["content"])
 
-    def test_the_estimate_does_not_undercount_primds_word_pieces(self):
+    def test_every_demo_question(self):
         with Client.connect(self.primd.address) as c:
             for turn, q in enumerate(demo_questions(), 1):
-                result = c.query("ctx-estimate", turn, q, timeout=60, context=False)
-                ctx = result.context
-                self.assertGreaterEqual(estimate_tokens(ctx.text), ctx.tokens, q)
-                self.assertEqual([s.text for s in sources(result)],
-                                 [" ".join(t.split()) for _, t in ctx.passages()],
-                                 f"{q}: cut by the default cap")
+                self.check_spans(c.query("ctx-demo", turn, q, timeout=60, context=False))
+
+
+class Sentences(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        build_index = os.path.join(os.path.dirname(primd_bin()), "build-index")
+        if not os.access(build_index, os.X_OK):
+            raise unittest.SkipTest(f"no {build_index} (cargo test --workspace builds it)")
+        cls.tmp = tempfile.TemporaryDirectory()
+        index = os.path.join(cls.tmp.name, "demo.idx")
+        subprocess.run([build_index, "--quiet", "--model", MODEL, "--output", index,
+                        "--input", os.path.join(ROOT, "demo", "corpus.jsonl")],
+                       check=True, capture_output=True, timeout=600)
+        cls.primd = Primd(index=index)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.primd.stop()
+        cls.tmp.cleanup()
+
+    def test_the_context_is_sentences_and_the_prompt_smaller_than_with_passages(self):
+        with Client.connect(self.primd.address) as c:
+            for turn, q in enumerate(demo_questions(), 1):
+                result = c.query("sentences", turn, q, timeout=60, context=False)
+                check(self, result, "sentences")
+                with_context = estimate_tokens(prompt_messages(result)[0]["content"])
+                with_passages = estimate_tokens(
+                    prompt_messages(result, evidence="passages")[0]["content"])
+                self.assertLess(with_context, with_passages, q)
+
 
 if __name__ == "__main__":
     unittest.main()
