@@ -46,18 +46,20 @@ log = logging.getLogger("primd_client")
 
 
 class PrimdTurnHook:
-    """One LiveKit AgentSession (one user) ↔ one primd session."""
+    """One LiveKit AgentSession (one user) ↔ one primd session. `context_tokens`: the
+    context's budget per turn, in word pieces (None: the daemon's `--context-tokens`)."""
 
     def __init__(self, address, *, session=None, timeout=0.5, max_passages=3,
                  max_chars=1200, role="assistant", low_evidence="mark", min_confidence=None,
-                 evidence="context", feeder=None):
+                 evidence="context", context_tokens=None, feeder=None):
         check_policy(low_evidence, min_confidence)
         check_evidence(evidence)
         self.evidence = evidence
         self.low_evidence = low_evidence
         self.min_confidence = min_confidence
         self.feeder = feeder or TurnFeeder(
-            address, session or f"livekit-{uuid.uuid4().hex[:12]}", timeout=timeout)
+            address, session or f"livekit-{uuid.uuid4().hex[:12]}", timeout=timeout,
+            context_tokens=context_tokens)
         self.max_passages = max_passages
         self.max_chars = max_chars
         self.role = role

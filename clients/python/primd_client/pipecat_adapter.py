@@ -76,19 +76,22 @@ class PrimdRetrieval(FrameProcessor):
     final may wait for primd. `low_evidence` ("mark", "drop" or "keep") and
     `min_confidence` (None: primd's own `evidence`): what to do with passages primd
     is not confident about; `evidence` ("context" or "passages"): what is handed over
-    (the module's docstring).
+    (the module's docstring); `context_tokens`: the context's budget per turn, in word
+    pieces (None: the daemon's `--context-tokens`, 128 by default).
     """
 
     def __init__(self, address, *, session=None, timeout=0.5, max_passages=3,
                  max_chars=1200, role="system", keep_previous=False, low_evidence="mark",
-                 min_confidence=None, evidence="context", feeder=None, **kwargs):
+                 min_confidence=None, evidence="context", context_tokens=None, feeder=None,
+                 **kwargs):
         check_policy(low_evidence, min_confidence)
         check_evidence(evidence)
         super().__init__(**kwargs)
         self.evidence = evidence
         self._owns_feeder = feeder is None  # a feeder passed in is closed by its owner
         self.feeder = feeder or TurnFeeder(
-            address, session or f"pipecat-{uuid.uuid4().hex[:12]}", timeout=timeout)
+            address, session or f"pipecat-{uuid.uuid4().hex[:12]}", timeout=timeout,
+            context_tokens=context_tokens)
         self.max_passages = max_passages
         self.max_chars = max_chars
         self.role = role

@@ -16,7 +16,7 @@ import time
 
 from .aio import AsyncClient
 from .prompt import check_evidence, sources, sources_text
-from .protocol import PrimdError, passages_text
+from .protocol import PrimdError, check_context_tokens, passages_text
 from .results import (  # noqa: F401 (LOW_EVIDENCE_POLICIES re-exported)
     LOW_EVIDENCE_POLICIES, check_policy, is_low_evidence, parse_context)
 
@@ -31,10 +31,12 @@ class TurnFeeder:
     """One conversation (one primd session) of an agent."""
 
     def __init__(self, address, session, *, timeout=0.5, retry_s=2.0, connect_timeout=2.0,
-                 client=None):
+                 client=None, context_tokens=None):
         self.address = address
         self.session = session
         self.timeout = timeout
+        check_context_tokens(context_tokens)
+        self.context_tokens = context_tokens  # each final's `context` budget (None: primd's)
         self.retry_s = retry_s
         self.connect_timeout = connect_timeout
         self._client = client
@@ -65,7 +67,10 @@ class TurnFeeder:
         if client is None:
             return False
         try:
-            await getattr(client, kind)(self.session, turn, text)
+            if kind == "final" and self.context_tokens is not None:
+                await client.final(self.session, turn, text, context_tokens=self.context_tokens)
+            else:
+                await getattr(client, kind)(self.session, turn, text)
             return True
         except PrimdError as e:
             self.errors += 1

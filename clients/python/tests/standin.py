@@ -30,6 +30,7 @@ def final_result(text, context=True):
 class StandInClient:
     def __init__(self, answer=True, context=True, **verdict):
         self.sent = []  # (kind, session, turn, text)
+        self.budgets = []  # each final's context_tokens
         self.answer = answer
         self.context = context
         self.verdict = verdict  # e.g. evidence="low", confidence=0.1: added to each result
@@ -40,9 +41,10 @@ class StandInClient:
         self.router.transcript(session, turn, "partial", text)
         self.sent.append(("partial", session, turn, text))
 
-    async def final(self, session, turn, text):
-        self.router.transcript(session, turn, "final", text)
+    async def final(self, session, turn, text, context_tokens=None):
+        self.router.transcript(session, turn, "final", text, context_tokens=context_tokens)
         self.sent.append(("final", session, turn, text))
+        self.budgets.append(context_tokens)
         if self.answer:
             self.router.store_final(p.Result(
                 {**final_result(text, self.context), "session": session, "turn": turn, **self.verdict}))

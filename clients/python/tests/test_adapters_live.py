@@ -58,8 +58,9 @@ class Live(SharedPrimd):
 
     @unittest.skipUnless(HAVE_LIVEKIT, "livekit-agents not installed")
     def test_livekit_hook(self):
-        async def go(evidence="context", name="livekit-live"):
-            hook = PrimdTurnHook(self.primd.address, session=name, timeout=60, evidence=evidence)
+        async def go(evidence="context", name="livekit-live", **options):
+            hook = PrimdTurnHook(self.primd.address, session=name, timeout=60, evidence=evidence,
+                                 **options)
             session = AgentSession()
             hook.attach(session)
             for t in grow(QUESTION):
@@ -77,6 +78,9 @@ class Live(SharedPrimd):
         handed = body(turn_ctx.items[1].text_content)
         self.assertTrue(handed.startswith(f"[1] {TITLE}: "), handed)
         self.assertEqual(handed, sources_text(sources(result, None)))
+        small, turn_ctx = asyncio.run(go(name="livekit-live-3", context_tokens=16))
+        self.assertLessEqual(small["context"]["tokens"], 16, "the hook's own budget")
+        self.assertLess(len(body(turn_ctx.items[1].text_content)), len(handed))
         result, turn_ctx = asyncio.run(go("passages", "livekit-live-2"))
         whole = result["results"][0]["text"].strip()
         self.assertTrue(body(turn_ctx.items[1].text_content).startswith(f"[{TITLE}] {whole[:1000]}"),
