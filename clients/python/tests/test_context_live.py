@@ -3,8 +3,9 @@ the asyncio client: every span's text is where its offsets say in its passage, t
 prompt cites the passages' titles, an empty final is safe, and the prompt helper's token
 estimate does not undercount primd's own word pieces (so the default 128-piece context
 fits the default cap uncut). The test index (tests/data/demo-x86.idx) predates sentences
-(`unit: "passages"`); the index `demo/run` builds has them, so `Sentences` builds that
-one with the `build-index` next to primd (cargo builds both) and checks it too."""
+(`unit: "passages"`); the index `demo/run` builds has them, so `Sentences` builds one
+like it (the demo questions' documents) with the `build-index` next to primd (cargo
+builds both) and checks it too."""
 
 import asyncio
 import json
@@ -78,11 +79,16 @@ class Sentences(unittest.TestCase):
         build_index = os.path.join(os.path.dirname(primd_bin()), "build-index")
         if not os.access(build_index, os.X_OK):
             raise unittest.SkipTest(f"no {build_index} (cargo test --workspace builds it)")
+        # The documents of the demo questions only: embedding all 52 takes a debug
+        # build-index a minute and a half.
         cls.tmp = tempfile.TemporaryDirectory()
-        index = os.path.join(cls.tmp.name, "demo.idx")
+        corpus, index = (os.path.join(cls.tmp.name, name) for name in ("corpus.jsonl", "demo.idx"))
+        with open(os.path.join(ROOT, "demo", "questions.jsonl")) as f:
+            wanted = {json.loads(line)["expected_id"] for line in f if line.strip()}
+        with open(os.path.join(ROOT, "demo", "corpus.jsonl")) as f, open(corpus, "w") as out:
+            out.writelines(line for line in f if line.strip() and json.loads(line)["id"] in wanted)
         subprocess.run([build_index, "--quiet", "--model", MODEL, "--output", index,
-                        "--input", os.path.join(ROOT, "demo", "corpus.jsonl")],
-                       check=True, capture_output=True, timeout=600)
+                        "--input", corpus], check=True, capture_output=True, timeout=600)
         cls.primd = Primd(index=index)
 
     @classmethod
