@@ -9,7 +9,8 @@ A real agent (LiveKit server, your STT/LLM/TTS plugins and their keys):
 
 Offline (no server, no keys): a real AgentSession emits the transcript events a
 recognizer would produce, then the hook fills a real ChatContext as LiveKit passes it to
-`on_user_turn_completed`; the context is printed:
+`on_user_turn_completed`; the context is printed, with primd's `context` (the best
+sentences, as numbered sources `[1] Title: ...`; `offline --passages`: whole passages):
 
     demo/run    # once: builds target/release/primd and index/demo.idx (the museum demo)
     target/release/primd run --listen unix:/tmp/primd.sock --index index/demo.idx --input none &
@@ -49,8 +50,8 @@ async def entrypoint(ctx):
     await session.start(agent=Guide(hook), room=ctx.room)
 
 
-async def offline():
-    hook = PrimdTurnHook(PRIMD, session="livekit-offline")
+async def offline(evidence="context"):
+    hook = PrimdTurnHook(PRIMD, session="livekit-offline", evidence=evidence)
     session = AgentSession()
     hook.attach(session)
     words = "Is there somewhere I can leave my coat?".split()
@@ -70,7 +71,7 @@ async def offline():
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["offline"]:
-        asyncio.run(offline())
+        asyncio.run(offline("passages" if "--passages" in sys.argv else "context"))
     else:
         from livekit.agents import WorkerOptions, cli
         cli.run_app(WorkerOptions(entrypoint_fnc=entrypoint))

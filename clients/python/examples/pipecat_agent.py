@@ -4,7 +4,8 @@ context aggregator.
 
 Offline (no API keys, no audio): scripted transcription frames, as an STT service emits
 them, go through PrimdRetrieval and the real LLMUserAggregator; the LLM context is
-printed, with primd's passages right before the user's question:
+printed, with primd's `context` (the best sentences, as numbered sources `[1] Title: ...`)
+right before the user's question (`--passages`: whole passages instead, `evidence="passages"`):
 
     demo/run    # once: builds target/release/primd and index/demo.idx (the museum demo)
     target/release/primd run --listen unix:/tmp/primd.sock --index index/demo.idx --input none &
@@ -39,17 +40,19 @@ def voice_pipeline(transport, stt, llm, tts, address="unix:/run/primd/primd.sock
     ])
 
 
-async def main(address):
+async def main(address, evidence="context"):
     context = LLMContext(messages=[{"role": "system", "content": "You are the museum's guide."}])
     words = "Can I bring my dog inside the museum?".split()
     frames = [InterimTranscriptionFrame(text=" ".join(words[:n]), user_id="visitor", timestamp="")
               for n in range(1, len(words))]
     frames.append(TranscriptionFrame(text=" ".join(words), user_id="visitor", timestamp=""))
-    await run_test(Pipeline([PrimdRetrieval(address), LLMUserAggregator(context)]),
+    await run_test(Pipeline([PrimdRetrieval(address, evidence=evidence), LLMUserAggregator(context)]),
                    frames_to_send=frames)
     for m in context.messages:
         print(f"--- {m['role']}\n{m['content']}")
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "unix:/run/primd/primd.sock"))
+    args = [a for a in sys.argv[1:] if a != "--passages"]
+    asyncio.run(main(args[0] if args else "unix:/run/primd/primd.sock",
+                     "passages" if "--passages" in sys.argv else "context"))

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Ask primd one question as a voice agent would: partials while "speaking", then the
-final, then print the passages. Standard library only. From the repository's root:
+final, then print what an LLM would get: primd's context (the best sentences) as
+numbered sources with their passages' titles. Standard library only. From the repository's root:
 
     demo/run    # once: builds target/release/primd and index/demo.idx (the museum demo)
     target/release/primd run --listen unix:/tmp/primd.sock --index index/demo.idx --input none &
@@ -10,7 +11,8 @@ final, then print the passages. Standard library only. From the repository's roo
 import sys
 import time
 
-from primd_client import Client, passages_text
+from primd_client import Client
+from primd_client.prompt import sources, sources_text
 
 
 def main():
@@ -26,7 +28,7 @@ def main():
         took = (time.monotonic() - t0) * 1000
         print(f"final → result: {took:.2f} ms on this clock, {result['ms']['eou_to_result']:.3f} ms in primd "
               f"(path {result.get('path')})", file=sys.stderr)
-        print(passages_text(result))
+        print(sources_text(sources(result, None)))  # agent_loop.py: the whole prompt
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""LiveKit Agents: primd's passages in the chat context when the user's turn completes.
+"""LiveKit Agents: primd's evidence in the chat context when the user's turn completes.
 
     hook = PrimdTurnHook("unix:/run/primd/primd.sock")
 
@@ -13,7 +13,9 @@ Interim transcripts become primd partials and every final transcript a primd fin
 soon as the `user_input_transcribed` event fires, so primd has answered (about a
 millisecond after the final) long before LiveKit's end-of-turn detection calls
 `on_user_turn_completed`; `inject` then only collects the result (waiting at most
-`timeout` when it is not there yet) and adds one message to `turn_ctx`.
+`timeout` when it is not there yet) and adds one message to `turn_ctx`: primd's
+`context` as numbered sources (`evidence="context"`, the default; the passages when a
+result has none) or the top whole passages (`evidence="passages"`).
 
 Preemptive generation: LiveKit starts it from the agent's context as it was at the final
 transcript and keeps it only if `on_user_turn_completed` leaves the context equivalent
@@ -37,22 +39,27 @@ import asyncio
 import logging
 import uuid
 
+from .prompt import check_evidence
 from .turns import TurnFeeder, check_policy, context_text
 
 log = logging.getLogger("primd_client")
 
 
 class PrimdTurnHook:
-    """One LiveKit AgentSession (one user) ↔ one primd session."""
+    """One LiveKit AgentSession (one user) ↔ one primd session. `context_tokens`: the
+    context's budget per turn, in word pieces (None: the daemon's `--context-tokens`)."""
 
     def __init__(self, address, *, session=None, timeout=0.5, max_passages=3,
                  max_chars=1200, role="assistant", low_evidence="mark", min_confidence=None,
-                 feeder=None):
+                 evidence="context", context_tokens=None, feeder=None):
         check_policy(low_evidence, min_confidence)
+        check_evidence(evidence)
+        self.evidence = evidence
         self.low_evidence = low_evidence
         self.min_confidence = min_confidence
         self.feeder = feeder or TurnFeeder(
-            address, session or f"livekit-{uuid.uuid4().hex[:12]}", timeout=timeout)
+            address, session or f"livekit-{uuid.uuid4().hex[:12]}", timeout=timeout,
+            context_tokens=context_tokens)
         self.max_passages = max_passages
         self.max_chars = max_chars
         self.role = role
@@ -114,7 +121,8 @@ class PrimdTurnHook:
         self.last_result = result
         body = context_text(result, self.max_passages, self.max_chars,
                             low_evidence=self.low_evidence,
-                            min_confidence=self.min_confidence) if result else None
+                            min_confidence=self.min_confidence,
+                            evidence=self.evidence) if result else None
         if body is not None:
             turn_ctx.add_message(role=self.role, content=body)
         return result

@@ -1,4 +1,4 @@
-"""Pipecat: a frame processor that puts primd's passages into the LLM context.
+"""Pipecat: a frame processor that puts primd's evidence into the LLM context.
 
 Place it between the STT service and the user context aggregator:
 
@@ -13,6 +13,12 @@ the context: the previous primd message is removed and one with this turn's pass
 appended. The aggregator adds the user's message after it when the turn ends, so the
 LLM runs with the passages right before the question. Everything passes through; if
 primd is down or late the turn goes on without passages.
+
+What goes in: `evidence="context"` (the default) hands over primd's `context`, the best
+sentences of the top passages within its token budget, as numbered sources
+(`[1] Title: ...`); a result without `context` (turned off on the daemon) falls back to
+the passages. `evidence="passages"`: the top `max_passages` whole passages, each cut to
+`max_chars` characters (about four times the tokens, docs/context.md).
 
 Low evidence (an off-topic question still gets passages from primd, flagged
 `evidence: "low"`): `low_evidence="mark"` (the default) puts them in under a header that
@@ -44,6 +50,7 @@ except ImportError as e:  # a clear message instead of a bare "no module named p
     raise ImportError("primd_client.pipecat_adapter needs pipecat-ai: "
                       "pip install 'primd-client[pipecat]' (or pipecat-ai)") from e
 
+from .prompt import check_evidence
 from .turns import HEADER, TurnFeeder, check_policy, context_text
 
 _Transform = getattr(_frames, "LLMMessagesTransformFrame", None)
@@ -68,17 +75,23 @@ class PrimdRetrieval(FrameProcessor):
     use "user" for LLMs that accept one system message only). `timeout`: how long a
     final may wait for primd. `low_evidence` ("mark", "drop" or "keep") and
     `min_confidence` (None: primd's own `evidence`): what to do with passages primd
-    is not confident about (the module's docstring).
+    is not confident about; `evidence` ("context" or "passages"): what is handed over
+    (the module's docstring); `context_tokens`: the context's budget per turn, in word
+    pieces (None: the daemon's `--context-tokens`, 128 by default).
     """
 
     def __init__(self, address, *, session=None, timeout=0.5, max_passages=3,
                  max_chars=1200, role="system", keep_previous=False, low_evidence="mark",
-                 min_confidence=None, feeder=None, **kwargs):
+                 min_confidence=None, evidence="context", context_tokens=None, feeder=None,
+                 **kwargs):
         check_policy(low_evidence, min_confidence)
+        check_evidence(evidence)
         super().__init__(**kwargs)
+        self.evidence = evidence
         self._owns_feeder = feeder is None  # a feeder passed in is closed by its owner
         self.feeder = feeder or TurnFeeder(
-            address, session or f"pipecat-{uuid.uuid4().hex[:12]}", timeout=timeout)
+            address, session or f"pipecat-{uuid.uuid4().hex[:12]}", timeout=timeout,
+            context_tokens=context_tokens)
         self.max_passages = max_passages
         self.max_chars = max_chars
         self.role = role
@@ -93,7 +106,8 @@ class PrimdRetrieval(FrameProcessor):
         whose passages the low-evidence policy drops still removes the previous turn's
         passages (they answered another question)."""
         text = context_text(result, self.max_passages, self.max_chars,
-                            low_evidence=self.low_evidence, min_confidence=self.min_confidence)
+                            low_evidence=self.low_evidence, min_confidence=self.min_confidence,
+                            evidence=self.evidence)
         replace = _Transform is not None and not self.keep_previous
         if text is None:
             if replace and result and result.get("results"):

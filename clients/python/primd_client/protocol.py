@@ -8,6 +8,8 @@ once, so the two cannot drift apart. docs/protocol.md (version 1) is the contrac
 import json
 from collections import OrderedDict
 
+from .results import Result
+
 PROTOCOL = 1
 """The protocol version this package speaks (docs/protocol.md)."""
 
@@ -89,6 +91,15 @@ def check_turn(turn):
         raise ValueError(f"turn must be a non-negative integer, got {turn!r}")
 
 
+def check_context_tokens(context_tokens):
+    """None (primd's budget) or an integer 0..=MAX_CONTEXT_TOKENS (raises ValueError)."""
+    if context_tokens is not None and (
+            isinstance(context_tokens, bool) or not isinstance(context_tokens, int)
+            or not 0 <= context_tokens <= MAX_CONTEXT_TOKENS):
+        raise ValueError(f"context_tokens is an integer, 0..={MAX_CONTEXT_TOKENS}: "
+                         f"{context_tokens!r}")
+
+
 def encode(msg, max_frame):
     """One message → one UTF-8 line; refuses (ValueError) a line primd would refuse."""
     line = json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
@@ -107,6 +118,8 @@ def decode(line):
         raise ProtocolError(f"primd sent a line that is not JSON: {e}") from None
     if not isinstance(msg, dict):
         raise ProtocolError("primd sent a JSON line that is not an object")
+    if msg.get("type") in ("final", "speculative"):
+        return Result(msg)  # `result.context` typed (results.py)
     return msg
 
 
@@ -182,11 +195,7 @@ class Router:
         `context_tokens=N`: this turn's `context` budget in word pieces (0: none)."""
         check_session(session)
         check_turn(turn)
-        if context_tokens is not None and (
-                isinstance(context_tokens, bool) or not isinstance(context_tokens, int)
-                or not 0 <= context_tokens <= MAX_CONTEXT_TOKENS):
-            raise ValueError(f"context_tokens is an integer, 0..={MAX_CONTEXT_TOKENS}: "
-                             f"{context_tokens!r}")
+        check_context_tokens(context_tokens)
         abandoned = None
         prev = self.newest.get(session)
         if prev is not None and turn < prev:

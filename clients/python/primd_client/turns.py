@@ -15,7 +15,10 @@ import logging
 import time
 
 from .aio import AsyncClient
-from .protocol import PrimdError, passages_text
+from .prompt import check_evidence, sources, sources_text
+from .protocol import PrimdError, check_context_tokens, passages_text
+from .results import (  # noqa: F401 (LOW_EVIDENCE_POLICIES re-exported)
+    LOW_EVIDENCE_POLICIES, check_policy, is_low_evidence, parse_context)
 
 log = logging.getLogger("primd_client")
 
@@ -28,10 +31,12 @@ class TurnFeeder:
     """One conversation (one primd session) of an agent."""
 
     def __init__(self, address, session, *, timeout=0.5, retry_s=2.0, connect_timeout=2.0,
-                 client=None):
+                 client=None, context_tokens=None):
         self.address = address
         self.session = session
         self.timeout = timeout
+        check_context_tokens(context_tokens)
+        self.context_tokens = context_tokens  # each final's `context` budget (None: primd's)
         self.retry_s = retry_s
         self.connect_timeout = connect_timeout
         self._client = client
@@ -62,7 +67,10 @@ class TurnFeeder:
         if client is None:
             return False
         try:
-            await getattr(client, kind)(self.session, turn, text)
+            if kind == "final" and self.context_tokens is not None:
+                await client.final(self.session, turn, text, context_tokens=self.context_tokens)
+            else:
+                await getattr(client, kind)(self.session, turn, text)
             return True
         except PrimdError as e:
             self.errors += 1
@@ -149,45 +157,29 @@ LOW_EVIDENCE_HEADER = (
     "(it may be off topic for this corpus). If these passages do not answer it, say you "
     "don't know; do not guess from them.")
 
-# What an adapter does with a result primd flagged as low evidence.
-LOW_EVIDENCE_POLICIES = ("mark", "drop", "keep")
-
-
-def check_policy(low_evidence, min_confidence):
-    """Validates an adapter's low-evidence settings (raises ValueError)."""
-    if low_evidence not in LOW_EVIDENCE_POLICIES:
-        raise ValueError(f"low_evidence={low_evidence!r}: expected one of "
-                         f"{', '.join(LOW_EVIDENCE_POLICIES)}")
-    if min_confidence is not None and not 0.0 <= float(min_confidence) <= 1.0:
-        raise ValueError(f"min_confidence={min_confidence!r}: expected a number in 0..1")
-
-
-def is_low_evidence(result, min_confidence=None):
-    """Whether the top passage of a final result should not be taken as the answer.
-
-    By default primd's own verdict, `evidence` (`"low"` below the daemon's
-    `low_evidence_threshold`; a result without the field, from a primd older than it,
-    counts as ok). With `min_confidence` (0..1), the adapter's threshold instead:
-    `confidence` below it, or no confidence (no passage found), is low."""
-    result = result or {}
-    if min_confidence is None:
-        return result.get("evidence", "ok") == "low"
-    c = result.get("confidence")
-    return c is None or c < min_confidence
-
 
 def context_text(result, max_passages=3, max_chars=1200, header=HEADER, *,
-                 low_evidence="mark", min_confidence=None, low_header=LOW_EVIDENCE_HEADER):
+                 low_evidence="mark", min_confidence=None, low_header=LOW_EVIDENCE_HEADER,
+                 evidence="context"):
     """The text an adapter puts into the LLM's context for a final result, or None
     when there is nothing to put there: no passages, or low evidence
     ([`is_low_evidence`]) under the policy "drop". Under "mark" (the default) low-evidence
     passages come under LOW_EVIDENCE_HEADER, which tells the LLM to say it does not
-    know rather than answer from them (`low_header`); "keep" ignores the evidence."""
+    know rather than answer from them (`low_header`); "keep" ignores the evidence.
+
+    `evidence="context"` (the default) hands over primd's `context`, the best sentences
+    within its token budget, as numbered sources (`[1] Title: ...`, prompt.py); a result
+    without one (context turned off) falls back to the passages. `evidence="passages"`:
+    the top `max_passages` whole passages, each cut to `max_chars` characters."""
     check_policy(low_evidence, min_confidence)
+    check_evidence(evidence)
     low = low_evidence != "keep" and is_low_evidence(result, min_confidence)
     if low and low_evidence == "drop":
         return None
-    body = passages_text(result, max_passages=max_passages, max_chars=max_chars)
+    ctx = parse_context((result or {}).get("context")) if evidence == "context" else None
+    body = sources_text(sources(result, None)) if ctx is not None and ctx.text.strip() else ""
+    if not body:  # asked for passages, or the result has no context
+        body = passages_text(result, max_passages=max_passages, max_chars=max_chars)
     if not body:
         return None
     return f"{low_header if low else header}\n\n{body}"

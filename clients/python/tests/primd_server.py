@@ -10,6 +10,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DEMO_INDEX = os.path.join(ROOT, "tests", "data", "demo-x86.idx")
@@ -89,3 +90,15 @@ class Primd:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+class SharedPrimd(unittest.TestCase):
+    """A test class whose tests share one daemon, `self.primd` (started once)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.primd = Primd()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.primd.stop()

@@ -1,11 +1,13 @@
 """Both adapters end to end: the real framework classes, the real `primd run --listen`
 (demo index, real model). A recognizer's interim and final transcripts of a demo
-question go in; the passage of the right document comes out in the LLM's context."""
+question go in; primd's `context` from the right document comes out in the LLM's
+context, cited by its title (whole passages when asked: `evidence="passages"`)."""
 
 import asyncio
 import unittest
 
-from primd_server import Primd, grow
+from primd_client.prompt import sources, sources_text
+from primd_server import SharedPrimd, grow
 
 try:
     from pipecat.frames.frames import InterimTranscriptionFrame, TranscriptionFrame
@@ -29,18 +31,15 @@ except ImportError:
     HAVE_LIVEKIT = False
 
 QUESTION = "Is there somewhere I can leave my coat and, uh, my backpack?"
-TITLE = "[Lockers and cloakroom]"
+TITLE = "Lockers and cloakroom"
 
 
-class Live(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.primd = Primd()
+def body(message):
+    """What an adapter's message holds below its header."""
+    return message.split("\n\n", 1)[1]
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.primd.stop()
 
+class Live(SharedPrimd):
     @unittest.skipUnless(HAVE_PIPECAT, "pipecat-ai not installed")
     def test_pipecat_processor(self):
         context = LLMContext(messages=[{"role": "system", "content": "You are the museum's guide."}])
@@ -50,15 +49,18 @@ class Live(unittest.TestCase):
         asyncio.run(run_test(Pipeline([proc, LLMUserAggregator(context)]), frames_to_send=frames))
         roles = [(m["role"], is_primd_message(m)) for m in context.messages]
         self.assertEqual(roles, [("system", False), ("system", True), ("user", False)])
-        self.assertIn(TITLE, context.messages[1]["content"].split("\n\n")[1],
-                      "the right passage first")
+        handed = body(context.messages[1]["content"])
+        self.assertTrue(handed.startswith(f"[1] {TITLE}: "), "the right passage first")
+        self.assertEqual(handed, sources_text(sources(proc.last_result, None)),
+                         "primd's context, as numbered sources")
         self.assertEqual(context.messages[2]["content"], QUESTION)
         self.assertEqual(proc.last_result["session"], "pipecat-live")
 
     @unittest.skipUnless(HAVE_LIVEKIT, "livekit-agents not installed")
     def test_livekit_hook(self):
-        async def go():
-            hook = PrimdTurnHook(self.primd.address, session="livekit-live", timeout=60)
+        async def go(evidence="context", name="livekit-live", **options):
+            hook = PrimdTurnHook(self.primd.address, session=name, timeout=60, evidence=evidence,
+                                 **options)
             session = AgentSession()
             hook.attach(session)
             for t in grow(QUESTION):
@@ -73,7 +75,16 @@ class Live(unittest.TestCase):
         result, turn_ctx = asyncio.run(go())
         self.assertEqual((result["session"], result["turn"], result["text"]), ("livekit-live", 0, QUESTION))
         self.assertEqual([m.role for m in turn_ctx.items], ["user", "assistant"])
-        self.assertIn(TITLE, turn_ctx.items[1].text_content.split("\n\n")[1])
+        handed = body(turn_ctx.items[1].text_content)
+        self.assertTrue(handed.startswith(f"[1] {TITLE}: "), handed)
+        self.assertEqual(handed, sources_text(sources(result, None)))
+        small, turn_ctx = asyncio.run(go(name="livekit-live-3", context_tokens=16))
+        self.assertLessEqual(small["context"]["tokens"], 16, "the hook's own budget")
+        self.assertLess(len(body(turn_ctx.items[1].text_content)), len(handed))
+        result, turn_ctx = asyncio.run(go("passages", "livekit-live-2"))
+        whole = result["results"][0]["text"].strip()
+        self.assertTrue(body(turn_ctx.items[1].text_content).startswith(f"[{TITLE}] {whole[:1000]}"),
+                        "evidence='passages': the whole top passage")
 
 
 if __name__ == "__main__":

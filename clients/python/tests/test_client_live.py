@@ -15,7 +15,7 @@ from primd_client import (
     Timeout,
     TurnAbandoned,
 )
-from primd_server import Primd, grow
+from primd_server import Primd, SharedPrimd, grow
 
 DOG = "Can I bring my dog inside the museum?"
 TICKET = "How much is a ticket for a child?"
@@ -26,15 +26,7 @@ def top_id(result):
     return result["results"][0]["id"]
 
 
-class SharedDaemon(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.primd = Primd()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.primd.stop()
-
+class SharedDaemon(SharedPrimd):
     def connect(self, **kw):
         c = Client.connect(self.primd.address, **kw)
         self.addCleanup(c.close)

@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - reported as a skip
 
 from primd_client.livekit_adapter import PrimdTurnHook
 from primd_client.turns import HEADER, TurnFeeder
-from standin import StandInClient
+from standin import FILLER, StandInClient
 
 
 def event(text, final):
@@ -59,7 +59,26 @@ class LiveKitAdapter(unittest.TestCase):
         items = [m for m in turn_ctx.items if m.type == "message"]
         self.assertEqual([m.role for m in items], ["system", "user", "assistant"])
         self.assertTrue(items[-1].text_content.startswith(HEADER))
-        self.assertIn("Passage for When does the museum open on Sunday?", items[-1].text_content)
+        self.assertIn("[1] About When does the museum open on Sunday?: "
+                      "Answer for When does the museum open on Sunday?.", items[-1].text_content,
+                      "primd's context, cited by the passage's title")
+        self.assertNotIn(FILLER, items[-1].text_content, "the context, not the whole passage")
+
+    def test_whole_passages_on_request_and_when_primd_sends_no_context(self):
+        async def go(client, **options):
+            hook = PrimdTurnHook("unix:/unused", feeder=TurnFeeder("unix:/unused", "lk", client=client),
+                                 **options)
+            turn_ctx = ChatContext.empty()
+            msg = turn_ctx.add_message(role="user", content="Is there a cafe?")
+            await hook.inject(turn_ctx, msg)
+            return turn_ctx.items[-1].text_content
+
+        whole = "[About Is there a cafe?] Filler about the museum. Answer for Is there a cafe?."
+        self.assertIn(whole, asyncio.run(go(StandInClient(), evidence="passages")))
+        self.assertIn(whole, asyncio.run(go(StandInClient(context=False))),
+                      "context turned off on the daemon: the passages instead")
+        with self.assertRaises(ValueError):
+            PrimdTurnHook("unix:/unused", evidence="sentences")
 
     def test_turn_text_without_matching_final_is_asked_at_turn_end(self):
         async def go():
@@ -73,7 +92,7 @@ class LiveKitAdapter(unittest.TestCase):
 
         sent, turn_ctx = asyncio.run(go())
         self.assertEqual(sent, [("final", "lk", 0, "Is there a cafe?")])
-        self.assertIn("Passage for Is there a cafe?", turn_ctx.items[-1].text_content)
+        self.assertIn("Answer for Is there a cafe?", turn_ctx.items[-1].text_content)
 
     def test_when_ready_only_skips_rather_than_waits(self):
         async def go():

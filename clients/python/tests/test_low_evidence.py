@@ -7,7 +7,7 @@ import unittest
 
 from primd_client.turns import (
     HEADER, LOW_EVIDENCE_HEADER, TurnFeeder, context_text, is_low_evidence)
-from standin import StandInClient
+from standin import FILLER, StandInClient, final_result
 
 try:
     from pipecat.frames.frames import LLMMessagesTransformFrame, TranscriptionFrame
@@ -62,6 +62,14 @@ class Policy(unittest.TestCase):
         self.assertFalse(is_low_evidence(result("low", 0.3), min_confidence=0.2))
         self.assertTrue(is_low_evidence(result("ok"), min_confidence=0.2), "no confidence: low")
         self.assertIsNone(context_text(r, low_evidence="drop", min_confidence=0.7))
+
+    def test_low_evidence_marks_the_context_the_same_way(self):
+        r = {**final_result("what is the capital of France"), "evidence": "low"}
+        text = context_text(r)
+        self.assertTrue(text.startswith(LOW_EVIDENCE_HEADER + "\n\n"), text)
+        self.assertIn("[1] About what is the capital of France: Answer for", text)
+        self.assertNotIn(FILLER, text, "the context, not the whole passage")
+        self.assertIsNone(context_text(r, low_evidence="drop"))
 
     def test_a_result_without_the_field_is_ok_and_bad_settings_are_refused(self):
         self.assertFalse(is_low_evidence(result()))

@@ -30,7 +30,7 @@ except ImportError as e:  # pragma: no cover - reported as a skip
     WHY = str(e)
 
 from primd_client.turns import TurnFeeder
-from standin import StandInClient
+from standin import FILLER, StandInClient
 
 
 def frames(*items):
@@ -43,8 +43,16 @@ def frames(*items):
 
 @unittest.skipUnless(HAVE_PIPECAT, "pipecat-ai not installed (tests/python/requirements.txt)")
 class PipecatAdapter(unittest.TestCase):
-    def processor(self, client):
-        return PrimdRetrieval("unix:/unused", feeder=TurnFeeder("unix:/unused", "pc", client=client))
+    def processor(self, client, **options):
+        return PrimdRetrieval("unix:/unused", feeder=TurnFeeder("unix:/unused", "pc", client=client),
+                              **options)
+
+    def handed_over(self, client, **options):
+        """The primd message the processor puts into the context for one final."""
+        down, _ = asyncio.run(run_test(
+            self.processor(client, **options), frames_to_send=frames(("final", "Where is the cafe?")),
+            expected_down_frames=[LLMMessagesTransformFrame, TranscriptionFrame]))
+        return down[0].transform([])[0]["content"]
 
     def test_passages_frame_goes_down_before_the_transcription(self):
         client = StandInClient()
@@ -60,8 +68,18 @@ class PipecatAdapter(unittest.TestCase):
         msgs = down[2].transform([{"role": "user", "content": "hi"}])
         self.assertEqual(msgs[0], {"role": "user", "content": "hi"})
         self.assertTrue(is_primd_message(msgs[1]))
-        self.assertIn("Passage for Can I bring my dog?", msgs[1]["content"])
+        self.assertIn("[1] About Can I bring my dog?: Answer for Can I bring my dog?.",
+                      msgs[1]["content"], "primd's context, cited by the passage's title")
+        self.assertNotIn(FILLER, msgs[1]["content"], "the context, not the whole passage")
         self.assertFalse(down[2].run_llm, "the aggregator, not the processor, runs the LLM")
+
+    def test_whole_passages_on_request_and_when_primd_sends_no_context(self):
+        whole = "[About Where is the cafe?] Filler about the museum. Answer for Where is the cafe?."
+        self.assertIn(whole, self.handed_over(StandInClient(), evidence="passages"))
+        self.assertIn(whole, self.handed_over(StandInClient(context=False)),
+                      "context turned off on the daemon: the passages instead")
+        with self.assertRaises(ValueError):
+            self.processor(StandInClient(), evidence="sentences")
 
     def test_no_answer_no_frame_and_the_transcription_still_passes(self):
         proc = self.processor(StandInClient(answer=False))
@@ -86,7 +104,8 @@ class PipecatAdapter(unittest.TestCase):
         self.assertEqual(roles, [("system", False), ("user", False), ("system", True), ("user", False)],
                          "the earlier passages replaced, this turn's right before the question")
         self.assertEqual(context.messages[1]["content"], "Where is the cloakroom?")
-        self.assertIn("Passage for And the toilets?", context.messages[2]["content"])
+        self.assertIn("Answer for And the toilets?", context.messages[2]["content"])
+        self.assertNotIn("Where is the cloakroom", context.messages[2]["content"])
         self.assertEqual(context.messages[3]["content"], "And the toilets?")
         # The aggregator's UserStoppedSpeakingFrame (sent upstream) ended the first
         # user turn, so the second one did not carry the first question as prefix.

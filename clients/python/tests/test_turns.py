@@ -87,6 +87,19 @@ class TurnMapping(unittest.TestCase):
         self.assertIsNone(res)
         self.assertEqual(errors, 1, "one failed connect; the next waits for retry_s")
 
+    def test_a_context_budget_goes_with_every_final(self):
+        async def go(**options):
+            c = StandInClient()
+            f = TurnFeeder("unix:/nowhere", "s", client=c, **options)
+            await f.interim("is there a")
+            await f.final("Is there a cafe?")
+            await f.final("And a shop?")
+            return c.budgets
+        self.assertEqual(run(go(context_tokens=32)), [32, 32])
+        self.assertEqual(run(go()), [None, None], "primd's own budget unless asked")
+        with self.assertRaises(ValueError):
+            TurnFeeder("unix:/nowhere", "s", context_tokens=-1)
+
     def test_context_text(self):
         self.assertIsNone(context_text({"results": []}))
         text = context_text({"results": [{"title": "T", "text": "body"}]})
