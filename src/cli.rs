@@ -343,8 +343,21 @@ pub struct FusionFlags {
     pub low_evidence_threshold: Option<f64>,
     /// Word pieces of the `context` each answer carries: the best sentences of the top
     /// passages (0: none; default 128)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = context_budget)]
     pub context_tokens: Option<i64>,
+}
+
+/// `--context-tokens N`: 0..=1,000,000, checked here so that a negative number is
+/// named as a bad budget (clap would otherwise take `-1` for a flag and suggest
+/// `-- -1`, which makes it a query).
+fn context_budget(s: &str) -> Result<i64, String> {
+    let max = primd::context::MAX_CONTEXT_TOKENS as i64;
+    match s.trim().parse::<i64>() {
+        Ok(n) if (0..=max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "context budget must be 0..={max} word pieces (0: no context)"
+        )),
+    }
 }
 
 impl FusionFlags {
