@@ -272,11 +272,10 @@ fn bad_frames_get_error_replies_and_the_connection_and_others_go_on() {
 }
 
 #[test]
-fn errors_name_the_frame_s_session_and_turn_and_nothing_is_dropped_unsaid() {
+fn a_refused_transcript_names_its_session_and_turn() {
     let mut d = daemon();
     d.listen();
     let mut c = d.connect();
-    // A refused transcript names its session and turn, not only its line.
     c.send(r#"{"session":"k","turn":4,"final":"x","context_tokens":-1}"#);
     let e = c.next("a bad context_tokens");
     assert_eq!(
@@ -290,17 +289,33 @@ fn errors_name_the_frame_s_session_and_turn_and_nothing_is_dropped_unsaid() {
         (Some("k"), None),
         "{e}"
     );
-    // A transcript without its session is told so, as one without its turn is.
+    // The connection goes on.
+    c.send(r#"{"session":"k","turn":6,"final":"play some jazz"}"#);
+    assert_eq!(
+        c.next("the final after the errors")["results"][0]["id"],
+        "jazz"
+    );
+    d.stop();
+}
+
+#[test]
+fn a_transcript_without_its_session_is_told_so() {
+    let mut d = daemon();
+    d.listen();
+    let mut c = d.connect();
+    // As one without its turn is: the message says which key is missing.
     let e = c.command(r#"{"turn":4,"final":"what is the capital of france"}"#);
     assert_eq!(e["code"], "bad_message");
-    assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .contains("\"session\" is missing"),
-        "{e}"
-    );
-    // A command carrying a transcript is refused, not answered with the text dropped.
+    let m = e["message"].as_str().unwrap();
+    assert!(m.contains("\"session\" is missing"), "{e}");
+    d.stop();
+}
+
+#[test]
+fn a_command_carrying_a_transcript_is_refused_not_half_done() {
+    let mut d = daemon();
+    d.listen();
+    let mut c = d.connect();
     let e = c.command(r#"{"cmd":"ping","id":1,"session":"k","turn":5,"final":"play some jazz"}"#);
     assert_eq!(
         (
@@ -312,20 +327,24 @@ fn errors_name_the_frame_s_session_and_turn_and_nothing_is_dropped_unsaid() {
         (Some("error"), Some("bad_message"), Some("ping"), Some(1))
     );
     assert!(e["message"].as_str().unwrap().contains("\"final\""), "{e}");
+    // Nothing of it was done: no final for turn 5 arrives before the next reply.
+    assert_eq!(c.command(r#"{"cmd":"ping","id":2}"#)["id"], 2);
+    d.stop();
+}
+
+#[test]
+fn reset_of_stt_without_a_pipe_is_refused() {
     // No pipe (--input none): there is no `stt` conversation to forget (with a pipe it
     // is forgotten: conversation_tests, `the_pipe_is_one_conversation_and_reset_forgets_it`).
+    let mut d = daemon();
+    d.listen();
+    let mut c = d.connect();
     let e = c.command(r#"{"cmd":"reset","session":"stt"}"#);
     assert_eq!(
         (e["type"].as_str(), e["code"].as_str()),
         (Some("error"), Some("unknown_session"))
     );
     assert!(e["message"].as_str().unwrap().contains("no pipe"), "{e}");
-    // The connection goes on.
-    c.send(r#"{"session":"k","turn":6,"final":"play some jazz"}"#);
-    assert_eq!(
-        c.next("the final after the errors")["results"][0]["id"],
-        "jazz"
-    );
     d.stop();
 }
 
