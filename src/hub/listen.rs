@@ -494,7 +494,7 @@ fn command(
     let failed = |code: &'static str, message: String| {
         let r = Refusal {
             cmd: Some(name.to_string()),
-            id: id.clone(),
+            id: id.clone().map(Box::new),
             ..Refusal::new(code, message)
         };
         error_line(&r, Some(line_no))
@@ -556,7 +556,7 @@ fn error_line(r: &Refusal, line: Option<u64>) -> Vec<u8> {
         v["cmd"] = json!(cmd);
     }
     if let Some(id) = &r.id {
-        v["id"] = id.clone();
+        v["id"] = (**id).clone();
     }
     if let Some(s) = &r.session {
         v["session"] = json!(s);

@@ -99,9 +99,10 @@ pub struct Refusal {
     /// One of [`CODES`].
     pub code: &'static str,
     pub message: String,
-    /// The command's name and `id`, when the frame got that far.
+    /// The command's name and `id`, when the frame got that far (`id` boxed: it is
+    /// rare, and keeps a refusal small).
     pub cmd: Option<String>,
-    pub id: Option<Value>,
+    pub id: Option<Box<Value>>,
     /// A transcript's `session` and `turn`, when the frame has valid ones.
     pub session: Option<String>,
     pub turn: Option<u64>,
@@ -175,7 +176,7 @@ pub fn parse(text: &str) -> Result<Request, Refusal> {
     if let Some(cmd) = o.get("cmd") {
         let id = o.get("id").cloned();
         let with = |mut r: Refusal, name: Option<&str>| {
-            r.id.clone_from(&id);
+            r.id = id.clone().map(Box::new);
             r.cmd = name.map(str::to_string);
             r
         };
@@ -463,7 +464,7 @@ mod tests {
         );
         let r = parse(r#"{"cmd":"launch","id":5}"#).unwrap_err();
         assert_eq!(
-            (r.code, r.cmd.as_deref(), r.id),
+            (r.code, r.cmd.as_deref(), r.id.map(|v| *v)),
             ("unknown_cmd", Some("launch"), Some(5.into()))
         );
         let r = parse(r#"{"cmd":"subscribe","id":"a"}"#).unwrap_err();
@@ -512,7 +513,7 @@ mod tests {
             let line = format!(r#"{{"cmd":"ping","id":3,"session":"k","turn":1,"{key}":"x"}}"#);
             let r = parse(&line).unwrap_err();
             assert_eq!(
-                (r.code, r.cmd.as_deref(), r.id.clone()),
+                (r.code, r.cmd.as_deref(), r.id.clone().map(|v| *v)),
                 ("bad_message", Some("ping"), Some(3.into()))
             );
             assert!(r.message.contains(key), "{}", r.message);
