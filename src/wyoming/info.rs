@@ -27,7 +27,7 @@ pub fn info_data(opts: &Options) -> Vec<u8> {
             "name": PROGRAM,
             "attribution": attribution,
             "installed": true,
-            "description": "on-device passage retrieval: answers a transcript with the best-matching passage",
+            "description": "on-device passage retrieval: answers a transcript with the best-matching sentence of its passages",
             "version": env!("CARGO_PKG_VERSION"),
             "models": [{
                 "name": opts.index_name,
