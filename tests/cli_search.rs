@@ -338,3 +338,24 @@ fn a_negative_context_budget_is_named_as_such() {
     assert!(out.status.success());
     assert!(lines(&out)[0].get("context").is_none(), "0: no context");
 }
+
+/// Every numeric setting takes a sign and is refused by its range, by name (clap took
+/// `-0.5` for a flag and suggested `-- -0.5`).
+#[test]
+fn a_negative_setting_is_refused_by_its_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = build_real_index(dir.path());
+    for (flag, key) in [
+        ("--low-evidence-threshold", "low_evidence_threshold"),
+        ("--lexical-weight", "lexical_weight"),
+        ("--lexical-candidates", "lexical_candidates"),
+    ] {
+        let out = search(&index, &[flag, "-1"], b"");
+        assert!(!out.status.success(), "{flag}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(key) && err.contains("outside") && !err.contains("-- -1"),
+            "{flag}: {err}"
+        );
+    }
+}
