@@ -178,7 +178,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_streaming: bool,
     /// Silence that ends an utterance, in milliseconds
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     pub endpoint_ms: Option<i64>,
     /// After SIGINT/SIGTERM, how long to wait for a blocked output to take the last
     /// results before exiting without them (exit status 1)
@@ -293,29 +293,32 @@ pub struct EvalArgs {
 }
 
 /// The `[layer1]` keys as flags, shared by `primd run` and `primd eval`: a flag
-/// overrides the config file's value.
+/// overrides the config file's value. Numbers may carry a sign
+/// (`allow_negative_numbers`): `--top-k -1` reaches the config's range check and is
+/// named there, instead of being taken for a flag with a hint (`-- -1`) that would
+/// make it a query.
 #[derive(Args, Debug)]
 pub struct Layer1Flags {
     /// New words between speculative searches
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub trigger_interval: Option<i64>,
     /// Skip a speculative search when the embedding moved less than this (cosine)
-    #[arg(long, value_name = "COS")]
+    #[arg(long, value_name = "COS", allow_negative_numbers = true)]
     pub similarity_threshold: Option<f64>,
     /// Candidates kept by a speculative scan
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub max_speculative_results: Option<i64>,
     /// Partials with fewer words never trigger, nor are embedded while idle
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub min_tokens: Option<i64>,
     /// Below this cosine between final and speculation, run a full search instead
-    #[arg(long, value_name = "COS")]
+    #[arg(long, value_name = "COS", allow_negative_numbers = true)]
     pub reflector_threshold: Option<f64>,
     /// Candidates of a full search (and, in eval, of each prefix search)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub full_search_candidates: Option<i64>,
     /// Results per utterance
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", allow_negative_numbers = true)]
     pub top_k: Option<i64>,
     /// Do not embed the newest partial while idle
     #[arg(long)]
@@ -324,7 +327,7 @@ pub struct Layer1Flags {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub fillers: Option<Vec<String>>,
     /// Weight of words only earlier partials had in the lexical query (0: off)
-    #[arg(long, value_name = "W")]
+    #[arg(long, value_name = "W", allow_negative_numbers = true)]
     pub revision_weight: Option<f64>,
     /// What decides the embed + speculative search per partial: fixed (every
     /// --trigger-interval new words) or learned (--trigger-model)
@@ -343,21 +346,34 @@ pub struct Layer1Flags {
 #[derive(Args, Debug)]
 pub struct FusionFlags {
     /// Weight of the normalised BM25 score in the convex fusion, 0..=1
-    #[arg(long, value_name = "W")]
+    #[arg(long, value_name = "W", allow_negative_numbers = true)]
     pub lexical_weight: Option<f64>,
     /// Fusion rule: convex (weighted normalised scores) or rrf (reciprocal ranks)
     #[arg(long, value_name = "RULE", value_parser = choices::parser(choices::FUSION_RULES))]
     pub fusion: Option<FusionRule>,
     /// Candidates of each lexical search
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub lexical_candidates: Option<i64>,
     /// Flag results whose top-1 confidence is below this as `evidence: "low"`, 0..=1
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", allow_negative_numbers = true)]
     pub low_evidence_threshold: Option<f64>,
     /// Word pieces of the `context` each answer carries: the best sentences of the top
     /// passages (0: none; default 128)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = context_budget)]
     pub context_tokens: Option<i64>,
+}
+
+/// `--context-tokens N`: 0..=1,000,000, checked here so that a negative number is
+/// named as a bad budget (clap would otherwise take `-1` for a flag and suggest
+/// `-- -1`, which makes it a query).
+fn context_budget(s: &str) -> Result<i64, String> {
+    let max = primd::context::MAX_CONTEXT_TOKENS as i64;
+    match s.trim().parse::<i64>() {
+        Ok(n) if (0..=max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "context budget must be 0..={max} word pieces (0: no context)"
+        )),
+    }
 }
 
 impl FusionFlags {

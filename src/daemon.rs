@@ -295,6 +295,8 @@ fn run_inner<E: Embed + 'static>(
     HybridSearcher::new(&index)?; // the retriever thread's own cannot fail after this
     let (events_tx, events_rx, counts, table) = match inbox {
         Some(inbox) => {
+            let pipe = input.is_some();
+            inbox.shared.stt_pipe.store(pipe, Ordering::Relaxed);
             let counts = inbox.shared.daemon.clone();
             let table = Table::new(inbox.shared.clone());
             (inbox.tx, inbox.rx, counts, Some(table))

@@ -15,7 +15,8 @@
 //! `tools/build-index` and the tests run the same code as the daemon.
 //!
 //! The floor plan: every module imports only from its own layer and the layers below
-//! (lowest first; `tools/layers.py` lists the imports and checks this order):
+//! (lowest first; `tools/layers.py` lists the imports and checks this order,
+//! `docs/architecture.md` draws it); this file only declares the modules:
 //! 0. [`words`], [`input`], `simd`, [`parallel`], [`notify`]: nothing of primd below them;
 //! 1. kernels and the result type: [`scan`], [`qgemm`], [`hits`], `lexical::{kernels,bm25}`;
 //! 2. [`lexical`]: the lexical section's format, analyzer, reader, searcher and writer;
@@ -23,10 +24,12 @@
 //! 4. [`embed`];
 //! 5. results: [`fusion`], [`ranking`] (which retriever), [`confidence`];
 //! 6. retrievers over an open index: [`dense`], [`retriever`] (all three behind one);
-//! 7. [`stream`], [`scheduler`];
-//! 8. [`config`], [`flags`], [`output`], [`hub`], [`daemon`], [`wyoming`], [`announce`];
-//! 9. [`eval`], [`bench`], [`testing`];
-//! 10. the binary (`main.rs`, `cli.rs`, `cmd/`).
+//! 7. what an answer carries beyond its passages: [`context`], [`conversation`];
+//! 8. [`stream`], [`scheduler`];
+//! 9. [`config`], [`flags`], [`output`], [`hub`], [`daemon`], [`wyoming`], [`announce`];
+//! 10. [`eval`], [`bench`] (with [`bench::kernel_report`], which names every kernel set),
+//!     [`testing`];
+//! 11. the binary (`main.rs`, `cli.rs`, `cmd/`).
 
 pub mod announce;
 pub mod bench;
@@ -59,20 +62,3 @@ pub mod stream;
 pub mod testing;
 pub mod words;
 pub mod wyoming;
-
-/// The kernels this machine runs, for logs and failure reports: primd's 1-bit scan and
-/// int8 rerank kernels, primd's int8 matmul kernels (the default embedder's linears),
-/// primd's posting decoding and BM25 scoring kernels, and the instruction sets tract picks its f32 kernels from (attention, LayerNorm,
-/// GELU, and every matmul of the fp32 model). Two machines that differ here may round
-/// differently in the last bits, which is why rankings recorded on one are compared
-/// with tolerances on another.
-pub fn kernel_report() -> String {
-    format!(
-        "scan/rerank {}, int8 matmul {}, BM25 postings {}, tract f32 {:?} ({})",
-        scan::kernel_name(),
-        qgemm::kernel_name(),
-        lexical::kernel_name(),
-        tract_linalg::isa::native(),
-        tract_linalg::isa::native().nickname()
-    )
-}

@@ -95,7 +95,7 @@ fn json_follows_the_schema_and_names_the_librarys_kernels() {
     assert_eq!(k["scan"], primd::scan::kernel_name());
     assert_eq!(k["int8_matmul"], primd::qgemm::kernel_name());
     assert_eq!(k["lexical"], primd::lexical::kernel_name());
-    assert_eq!(k["report"], primd::kernel_report());
+    assert_eq!(k["report"], primd::bench::kernel_report());
     assert!(k["tract_f32"].as_str().is_some_and(|s| !s.is_empty()));
 
     assert_eq!(r["model"]["precision"], "int8");

@@ -277,3 +277,85 @@ fn questions_without_an_answer_in_the_corpus_are_flagged_low_evidence() {
     let out = search(&index, &["--low-evidence-threshold", "0"], input);
     assert!(lines(&out).iter().all(|g| g["evidence"] == "ok"));
 }
+
+/// A query with no words is answered as the daemon answers an empty final: no results,
+/// no confidence, evidence "low", and a context with no spans and no `best`.
+#[test]
+fn a_query_with_no_words_gets_no_results_as_an_empty_final_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = build_real_index(dir.path());
+    let input = b"{\"id\": \"empty\", \"text\": \"\"}\n\
+                  {\"id\": \"blank\", \"text\": \"   \\t \"}\n\
+                  {\"id\": \"marks\", \"text\": \" ?! \"}\n\
+                  {\"id\": \"q\", \"text\": \"what is the capital of france\"}\n";
+    for extra in [&[][..], &["--exact"], &["--retriever", "lexical"]] {
+        let out = search(&index, extra, input);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{extra:?}: {stderr}");
+        let got = lines(&out);
+        assert_eq!(got.len(), 4, "{extra:?}");
+        for g in &got[..3] {
+            assert_eq!(g["results"], serde_json::json!([]), "{extra:?}: {g}");
+            assert!(g["confidence"].is_null(), "{g}");
+            assert_eq!(g["evidence"], "low", "{g}");
+            let c = &g["context"];
+            assert_eq!(
+                (c["text"].as_str(), c["tokens"].as_u64()),
+                (Some(""), Some(0)),
+                "{g}"
+            );
+            assert_eq!(c["spans"], serde_json::json!([]), "{g}");
+            assert!(c["best"].is_null(), "no best into an empty list: {g}");
+        }
+        // The query after them is answered as ever, and its context has a best span.
+        assert_eq!(got[3]["results"][0]["id"], "paris", "{extra:?}");
+        let c = &got[3]["context"];
+        let best = c["best"].as_u64().expect("a best span") as usize;
+        assert!(best < c["spans"].as_array().unwrap().len(), "{c}");
+    }
+}
+
+/// `--context-tokens -1` is named as a bad budget, not taken for a flag (clap's
+/// "use '-- -1'" would make -1 a query).
+#[test]
+fn a_negative_context_budget_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = build_real_index(dir.path());
+    for bad in ["-1", "1000001", "x"] {
+        let out = search(&index, &["--context-tokens", bad], b"");
+        assert!(!out.status.success(), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("context budget must be 0..=1000000") && !err.contains("-- -1"),
+            "{bad}: {err}"
+        );
+    }
+    let out = search(
+        &index,
+        &["--context-tokens", "0"],
+        b"{\"id\": 1, \"text\": \"tokyo\"}\n",
+    );
+    assert!(out.status.success());
+    assert!(lines(&out)[0].get("context").is_none(), "0: no context");
+}
+
+/// Every numeric setting takes a sign and is refused by its range, by name (clap took
+/// `-0.5` for a flag and suggested `-- -0.5`).
+#[test]
+fn a_negative_setting_is_refused_by_its_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = build_real_index(dir.path());
+    for (flag, key) in [
+        ("--low-evidence-threshold", "low_evidence_threshold"),
+        ("--lexical-weight", "lexical_weight"),
+        ("--lexical-candidates", "lexical_candidates"),
+    ] {
+        let out = search(&index, &[flag, "-1"], b"");
+        assert!(!out.status.success(), "{flag}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(key) && err.contains("outside") && !err.contains("-- -1"),
+            "{flag}: {err}"
+        );
+    }
+}

@@ -166,7 +166,7 @@ fn machine() -> String {
     format!(
         "machine: {} ({cpu}); kernels: {}",
         std::env::consts::ARCH,
-        primd::kernel_report()
+        primd::bench::kernel_report()
     )
 }
 

@@ -350,7 +350,7 @@ def layer_of(mod):
     if mod.crate == "bin":
         return len(LAYERS) - 1, "bin"
     if not mod.path:
-        return len(LAYERS) - 2, "lib.rs"  # kernel_report: names every kernel set
+        return len(LAYERS) - 2, "lib.rs"  # the crate root: it only declares the modules
     path = "::".join(mod.path)
     best = None
     for i, layer in enumerate(LAYERS):

@@ -1,10 +1,29 @@
 //! What `primd bench` learns about the machine: the CPU's name (x86's model name, an ARM
 //! board and core), the instruction-set extensions the kernels may use, the process's
-//! memory (procfs), and dropping a file's cached pages for a cold page-in.
+//! memory (procfs), dropping a file's cached pages for a cold page-in, and the kernels
+//! this machine runs ([`kernel_report`]).
 
 use std::path::Path;
 
 use super::report::Features;
+
+/// The kernels this machine runs, for logs and failure reports: primd's 1-bit scan and
+/// int8 rerank kernels, primd's int8 matmul kernels (the default embedder's linears),
+/// primd's posting decoding and BM25 scoring kernels, and the instruction sets tract
+/// picks its f32 kernels from (attention, LayerNorm, GELU, and every matmul of the fp32
+/// model). Two machines that differ here may round differently in the last bits, which
+/// is why rankings recorded on one are compared with tolerances on another. Here, above
+/// every kernel it names (`primd run` logs it at start, `primd bench` reports it).
+pub fn kernel_report() -> String {
+    format!(
+        "scan/rerank {}, int8 matmul {}, BM25 postings {}, tract f32 {:?} ({})",
+        crate::scan::kernel_name(),
+        crate::qgemm::kernel_name(),
+        crate::lexical::kernel_name(),
+        tract_linalg::isa::native(),
+        tract_linalg::isa::native().nickname()
+    )
+}
 
 /// Asks the kernel to drop `path`'s cached pages, so the next open reads it from
 /// storage; true if it accepted. Pages mapped by a running daemon stay (the kernel

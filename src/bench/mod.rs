@@ -26,6 +26,8 @@ mod measure;
 mod report;
 mod synthetic;
 
+pub use machine::kernel_report;
+
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -268,7 +270,7 @@ pub fn run(
                 tract_linalg::isa::native(),
                 tract_linalg::isa::native().nickname()
             ),
-            report: crate::kernel_report(),
+            report: kernel_report(),
         },
         model: Model {
             dir: args.model.clone(),

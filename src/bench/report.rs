@@ -65,7 +65,7 @@ pub struct Kernels {
     pub lexical: &'static str,
     /// tract's f32 kernels (the fp32 model).
     pub tract_f32: String,
-    /// `primd::kernel_report()`, as logged by the daemon.
+    /// `primd::bench::kernel_report()`, as logged by the daemon.
     pub report: String,
 }
 

@@ -115,7 +115,7 @@ pub fn embedder_for(index: &Index, dir: &Path, cfg: &RunConfig) -> anyhow::Resul
             ""
         }
     );
-    log::info!("kernels: {}", primd::kernel_report());
+    log::info!("kernels: {}", primd::bench::kernel_report());
     let embedder = Embedder::load(dir, &EmbedderOptions { precision, threads })?;
     index.check_fingerprint(&embedder.fingerprint())?;
     Ok(embedder)

@@ -17,6 +17,7 @@ use primd::output::ResultJson;
 use primd::retriever::{
     HybridSearcher, Ranked, Retriever, SearchParams, SearchTimings, ranked_from,
 };
+use primd::stream::normalize::Normalizer;
 use primd::{confidence, config};
 use serde::{Deserialize, Serialize};
 
@@ -113,6 +114,11 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
     let mut out = BufWriter::new(stdout.lock());
     let mut conversations = Conversations::new(MAX_CONVERSATIONS);
     let mut scratch = ContextSearch::new();
+    // A query with no words (empty, white space, punctuation, fillers) is answered as
+    // the daemon answers such a final: no results, evidence "low", an empty context.
+    let mut normalizer = Normalizer::new(cfg.fillers.iter().map(String::as_str));
+    normalizer.set_rules(index.word_rules());
+    let mut words = String::new();
     let mut answer = |id: &serde_json::Value,
                       text: &str,
                       conv: Option<(&serde_json::Value, bool)>,
@@ -120,15 +126,20 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
      -> anyhow::Result<()> {
         let t0 = Instant::now();
         let mut v = [0.0f32; DIM];
+        normalizer.normalize_into(text, &mut words);
+        let said = !words.is_empty();
         let query = match embedder.as_mut() {
-            Some(e) => {
+            Some(e) if said => {
                 e.embed_into(text, &mut v)?;
                 Some(Query::new(&v))
             }
-            None => None,
+            _ => None,
         };
         let embed_ms = ms(t0.elapsed());
-        let t = if args.exact {
+        let t = if !said {
+            hits.clear();
+            SearchTimings::default()
+        } else if args.exact {
             let t1 = Instant::now();
             if let Some(q) = &query {
                 let mut exact = Hits::new();

@@ -91,8 +91,9 @@ pub struct Context {
     /// Sum of the spans' tokens (≤ the budget).
     pub tokens: u32,
     pub unit: Unit,
-    /// The span holding the best-ranked sentence (the spoken answer, Wyoming).
-    pub best: usize,
+    /// The span holding the best-ranked sentence, alone (the spoken answer, Wyoming);
+    /// `None` when there are no spans (or the best sentence did not fit at all).
+    pub best: Option<usize>,
     /// The budget it was made for (0: context is off).
     pub budget: u32,
     /// The reader's logits, when it read this question's sentences.
@@ -113,7 +114,7 @@ impl Context {
         self.spans.clear();
         self.tokens = 0;
         self.unit = Unit::Sentences;
-        self.best = 0;
+        self.best = None;
         self.budget = 0;
         self.reader = None;
     }
@@ -410,8 +411,9 @@ pub struct ContextJson<'a> {
     pub tokens: u32,
     /// `"sentences"`, or `"passages"` for an index built before sentences were stored.
     pub unit: &'static str,
-    /// The span holding the best-ranked sentence (what a voice answer speaks).
-    pub best: usize,
+    /// The span holding the best-ranked sentence and nothing else (what a voice answer
+    /// speaks); `null` when there are no spans.
+    pub best: Option<usize>,
     pub spans: Vec<SpanJson<'a>>,
     /// The reader's logits (absent without a reader).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -451,7 +453,7 @@ pub fn to_json<'a>(index: &'a Index, c: &Context) -> Result<ContextJson<'a>, Ind
     let mut text = String::new();
     let mut spans = Vec::with_capacity(c.spans.len());
     let mut prev: Option<u32> = None;
-    let mut best = 0;
+    let mut best = None;
     for (i, s) in c.spans.iter().enumerate() {
         if s.passage as usize >= index.len() {
             continue;
@@ -465,8 +467,8 @@ pub fn to_json<'a>(index: &'a Index, c: &Context) -> Result<ContextJson<'a>, Ind
         }
         text.push_str(piece);
         prev = Some(s.passage);
-        if i == c.best {
-            best = spans.len();
+        if c.best == Some(i) {
+            best = Some(spans.len());
         }
         let start = p.text[..s.start as usize].chars().count();
         spans.push(SpanJson {

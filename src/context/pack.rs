@@ -12,8 +12,10 @@
 //!   taken fills them, cut likewise.
 //!
 //! The taken ones are then ordered by their passage's rank and, inside a passage, by
-//! position; neighbours merge into one span. The token count of the result is exact: the
-//! stored counts of whole sentences plus the counted pieces of a cut one.
+//! position; neighbours merge into one span, except the best sentence, which is always a
+//! span of its own (`best` points at it: a voice answer speaks that one sentence). The
+//! token count of the result is exact: the stored counts of whole sentences plus the
+//! counted pieces of a cut one.
 
 use super::{Context, Span};
 use crate::fusion::Scored;
@@ -164,8 +166,12 @@ pub(crate) fn sentences(
     // Reading order: passage rank, then position.
     cands.sort_by_key(|c| (!c.chosen, c.rank, c.sentence));
     for c in cands.iter().take_while(|c| c.chosen) {
+        let is_best = Some(c.sentence) == best;
+        // The best sentence is a span of its own (what a voice answer speaks: one
+        // sentence), so nothing merges into it and it merges into nothing.
+        let alone = is_best || out.best.is_some_and(|b| b + 1 == out.spans.len());
         let merged = match out.spans.last_mut() {
-            Some(s) if s.passage == c.passage && !s.cut && s.end <= c.span.start => {
+            Some(s) if !alone && s.passage == c.passage && !s.cut && s.end <= c.span.start => {
                 // Neighbours only (the text between is white space).
                 let p = index.passage(c.passage as usize).ok();
                 let gap = p
@@ -192,8 +198,8 @@ pub(crate) fn sentences(
                 break;
             }
         }
-        if Some(c.sentence) == best {
-            out.best = out.spans.len() - 1;
+        if is_best {
+            out.best = Some(out.spans.len() - 1);
         }
         out.tokens += c.span.tokens;
     }
@@ -253,4 +259,6 @@ pub(crate) fn whole_passages(
             break;
         }
     }
+    // The best passage there is (the top one, unless its record did not decode).
+    out.best = (!out.spans.is_empty()).then_some(0);
 }

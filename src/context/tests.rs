@@ -212,3 +212,48 @@ fn bad_input_is_answered_never_a_panic() {
         assert!(t.contains("東京"), "{t:?}");
     }
 }
+
+#[test]
+fn best_is_one_sentence_alone_and_absent_when_nothing_is_packed() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = hash_index_with(dir.path(), CORPUS, true);
+    let sentences = index.sentences().unwrap();
+    let zorbia = (0..index.len())
+        .find(|&i| index.passage(i).unwrap().id == "zorbia")
+        .unwrap();
+    let stored: Vec<(u32, u32)> = sentences
+        .of_passage(zorbia)
+        .map(|k| {
+            let s = sentences.span(k);
+            (s.start, s.end)
+        })
+        .collect();
+    assert!(stored.len() >= 3, "{stored:?}");
+    // A budget that takes the whole passage: its sentences are neighbours, yet the best
+    // one is a span of its own, and `best` points at it in the JSON too.
+    for question in ["What is the capital of Zorbia?", "what do tourists visit"] {
+        let c = context(&index, question, &["zorbia"], 10_000);
+        let b = c.best.expect("a best span");
+        let s = c.spans[b];
+        assert!(
+            stored.contains(&(s.start, s.end)),
+            "{question}: best span {}..{} is not one stored sentence {stored:?}",
+            s.start,
+            s.end
+        );
+        let j = to_json(&index, &c).unwrap();
+        assert_eq!(j.best, Some(b));
+        assert!(
+            c.spans.len() >= 2,
+            "the other sentences still merge: {:?}",
+            c.spans
+        );
+    }
+    // Nothing packed (no hits, or a budget of 0): no `best` into an empty list.
+    for (ids, budget) in [(&[][..], 50), (&["zorbia"][..], 0)] {
+        let c = context(&index, "capital", ids, budget);
+        assert!(c.spans.is_empty());
+        assert_eq!(c.best, None);
+        assert_eq!(to_json(&index, &c).unwrap().best, None);
+    }
+}

@@ -2,7 +2,7 @@
 //!
 //! Everything that knows about tokenizers, tract or ONNX lives in this module; the rest of
 //! the crate sees only [`Embed`], [`Embedding`] and [`EmbedError`]. (Two places name
-//! tract's kernels without running a model: [`crate::kernel_report`] and `primd bench`
+//! tract's kernels without running a model: [`crate::bench::kernel_report`] and `primd bench`
 //! report which instruction set tract picked, for logs and bug reports.) That seam is what lets
 //! the streaming state machine and the index be tested with [`HashEmbedder`], a
 //! deterministic fake that needs no model files.

@@ -263,15 +263,7 @@ fn connection(conn: Box<dyn Conn>, peer: String, hub: Hub) {
         Ok(c) => c,
         Err(e) => {
             let mut out = out;
-            let mut line = error_line(
-                &Refusal {
-                    code: e.code(),
-                    message: e.to_string(),
-                    cmd: None,
-                    id: None,
-                },
-                None,
-            );
+            let mut line = error_line(&Refusal::new(e.code(), e.to_string()), None);
             line.push(b'\n');
             let _ = out.write_all(&line);
             log::warn!("{peer}: refused: {e}");
@@ -451,15 +443,12 @@ fn transcript(
     line_no: u64,
 ) -> Option<Vec<u8>> {
     let hub_error = |e: HubError| {
-        Some(error_line(
-            &Refusal {
-                code: e.code(),
-                message: e.to_string(),
-                cmd: None,
-                id: None,
-            },
-            Some(line_no),
-        ))
+        let r = Refusal {
+            session: Some(name.clone()),
+            turn: Some(turn),
+            ..Refusal::new(e.code(), e.to_string())
+        };
+        Some(error_line(&r, Some(line_no)))
     };
     if !sessions.contains_key(&name) {
         match client.open_session(&name) {
@@ -503,15 +492,12 @@ fn command(
         typed("reply", v)
     };
     let failed = |code: &'static str, message: String| {
-        error_line(
-            &Refusal {
-                code,
-                message,
-                cmd: Some(name.to_string()),
-                id: id.clone(),
-            },
-            Some(line_no),
-        )
+        let r = Refusal {
+            cmd: Some(name.to_string()),
+            id: id.clone().map(Box::new),
+            ..Refusal::new(code, message)
+        };
+        error_line(&r, Some(line_no))
     };
     match cmd {
         Command::Ping => ok(json!({})),
@@ -570,7 +556,13 @@ fn error_line(r: &Refusal, line: Option<u64>) -> Vec<u8> {
         v["cmd"] = json!(cmd);
     }
     if let Some(id) = &r.id {
-        v["id"] = id.clone();
+        v["id"] = (**id).clone();
+    }
+    if let Some(s) = &r.session {
+        v["session"] = json!(s);
+    }
+    if let Some(t) = r.turn {
+        v["turn"] = json!(t);
     }
     if let Some(n) = line {
         v["line"] = json!(n);

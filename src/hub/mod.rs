@@ -115,6 +115,8 @@ pub enum HubError {
     TooManyClients,
     #[error("at most {MAX_SUBSCRIPTIONS} subscriptions per client")]
     TooManySubscriptions,
+    #[error("\"stt\" is the STT pipe's session, and this daemon reads no pipe (--input none)")]
+    NoSttPipe,
 }
 
 impl HubError {
@@ -127,6 +129,7 @@ impl HubError {
             HubError::TooManySessions => "too_many_sessions",
             HubError::TooManyClients => "too_many_clients",
             HubError::TooManySubscriptions => "too_many_subscriptions",
+            HubError::NoSttPipe => "unknown_session",
         }
     }
 }
@@ -277,6 +280,9 @@ pub(crate) struct Shared {
     pub(crate) counters: HubCounters,
     pub(crate) daemon: Arc<Counters>,
     live: Arc<LiveIndex>,
+    /// The daemon reads an STT pipe (session `stt`); set when it starts
+    /// ([`crate::daemon::run_hub`]).
+    pub(crate) stt_pipe: AtomicBool,
 }
 
 impl Shared {
@@ -320,6 +326,7 @@ impl Inbox {
                 counters: HubCounters::default(),
                 daemon: Arc::new(Counters::default()),
                 live,
+                stt_pipe: AtomicBool::new(true),
             }),
         }
     }
@@ -506,8 +513,12 @@ impl Hub {
             .map_err(|_| HubError::Stopped)
     }
 
-    /// Forgets the STT pipe's conversation (a kiosk's controller: the visitor left).
+    /// Forgets the STT pipe's conversation (a kiosk's controller: the visitor left);
+    /// refused when the daemon reads no pipe (`--input none`).
     pub fn reset_stt(&self) -> Result<(), HubError> {
+        if !self.shared.stt_pipe.load(Ordering::Relaxed) {
+            return Err(HubError::NoSttPipe);
+        }
         self.send(HubMsg::Reset {
             lane: crate::scheduler::STT_LANE,
         })

@@ -272,6 +272,165 @@ fn bad_frames_get_error_replies_and_the_connection_and_others_go_on() {
 }
 
 #[test]
+fn a_refused_transcript_names_its_session_and_turn() {
+    let mut d = daemon();
+    d.listen();
+    let mut c = d.connect();
+    c.send(r#"{"session":"k","turn":4,"final":"x","context_tokens":-1}"#);
+    let e = c.next("a bad context_tokens");
+    assert_eq!(
+        (e["code"].as_str(), tag(&e), e["line"].as_u64()),
+        (Some("bad_message"), ("k".into(), 4), Some(1))
+    );
+    c.send(r#"{"session":"k","turn":"4","final":"x"}"#);
+    let e = c.next("a bad turn");
+    assert_eq!(
+        (e["session"].as_str(), e.get("turn")),
+        (Some("k"), None),
+        "{e}"
+    );
+    // The connection goes on.
+    c.send(r#"{"session":"k","turn":6,"final":"play some jazz"}"#);
+    assert_eq!(
+        c.next("the final after the errors")["results"][0]["id"],
+        "jazz"
+    );
+    d.stop();
+}
+
+#[test]
+fn a_transcript_without_its_session_is_told_so() {
+    let mut d = daemon();
+    d.listen();
+    let mut c = d.connect();
+    // As one without its turn is: the message says which key is missing.
+    let e = c.command(r#"{"turn":4,"final":"what is the capital of france"}"#);
+    assert_eq!(e["code"], "bad_message");
+    let m = e["message"].as_str().unwrap();
+    assert!(m.contains("\"session\" is missing"), "{e}");
+    d.stop();
+}
+
+#[test]
+fn a_command_carrying_a_transcript_is_refused_not_half_done() {
+    let mut d = daemon();
+    d.listen();
+    let mut c = d.connect();
+    let e = c.command(r#"{"cmd":"ping","id":1,"session":"k","turn":5,"final":"play some jazz"}"#);
+    assert_eq!(
+        (
+            e["type"].as_str(),
+            e["code"].as_str(),
+            e["cmd"].as_str(),
+            e["id"].as_u64()
+        ),
+        (Some("error"), Some("bad_message"), Some("ping"), Some(1))
+    );
+    assert!(e["message"].as_str().unwrap().contains("\"final\""), "{e}");
+    // Nothing of it was done: no final for turn 5 arrives before the next reply.
+    assert_eq!(c.command(r#"{"cmd":"ping","id":2}"#)["id"], 2);
+    d.stop();
+}
+
+#[test]
+fn reset_of_stt_without_a_pipe_is_refused() {
+    // No pipe (--input none): there is no `stt` conversation to forget (with a pipe it
+    // is forgotten: conversation_tests, `the_pipe_is_one_conversation_and_reset_forgets_it`).
+    let mut d = daemon();
+    d.listen();
+    let mut c = d.connect();
+    let e = c.command(r#"{"cmd":"reset","session":"stt"}"#);
+    assert_eq!(
+        (e["type"].as_str(), e["code"].as_str()),
+        (Some("error"), Some("unknown_session"))
+    );
+    assert!(e["message"].as_str().unwrap().contains("no pipe"), "{e}");
+    d.stop();
+}
+
+#[test]
+fn an_empty_final_has_no_results_and_a_context_with_no_best() {
+    let mut d = daemon();
+    d.listen();
+    let mut c = d.connect();
+    for (turn, text) in [(1, ""), (2, "   "), (3, " ?! ")] {
+        c.send(&format!(
+            r#"{{"session":"e","turn":{turn},"final":"{text}","context_tokens":64}}"#
+        ));
+        let v = c.next("an empty final");
+        assert_eq!(
+            (v["type"].as_str(), tag(&v)),
+            (Some("final"), ("e".into(), turn))
+        );
+        assert_eq!(v["path"], "empty", "{v}");
+        assert_eq!(v["results"], serde_json::json!([]), "{v}");
+        assert_eq!(v["evidence"], "low");
+        let ctx = &v["context"];
+        assert_eq!(ctx["spans"], serde_json::json!([]), "{v}");
+        assert_eq!(
+            (ctx["text"].as_str(), ctx["tokens"].as_u64()),
+            (Some(""), Some(0))
+        );
+        assert!(ctx["best"].is_null(), "no best into an empty list: {v}");
+    }
+    d.stop();
+}
+
+/// Every key of `v` as a path: `results[].id`, `context.spans[].start`.
+fn key_paths(v: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(o) => {
+            for (k, x) in o {
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                out.push(p.clone());
+                key_paths(x, &p, out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for x in a {
+                key_paths(x, &format!("{prefix}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn every_key_of_a_final_is_in_the_field_reference() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/results.md")).unwrap();
+    let mut d = daemon();
+    d.listen();
+    let mut c = d.connect();
+    c.send(
+        r#"{"session":"k","turn":1,"final":"What is the capital of France?","context_tokens":64}"#,
+    );
+    let v = c.next("a final");
+    assert!(
+        v["context"]["spans"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty()),
+        "{v}"
+    );
+    assert!(v.get("conversation").is_some(), "{v}");
+    let mut paths = Vec::new();
+    key_paths(&v, "", &mut paths);
+    let missing: Vec<_> = paths
+        .iter()
+        .filter(|p| !doc.contains(&format!("`{p}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/results.md does not name {missing:?}"
+    );
+    d.stop();
+}
+
+#[test]
 fn turn_rules_newer_abandons_older_is_ignored_end_of_speech_ends() {
     let mut d = daemon();
     d.listen();

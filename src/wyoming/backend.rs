@@ -10,9 +10,9 @@ use crate::hub::{self, Client, Hub};
 /// A final result, as much of it as a Wyoming reply needs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FinalResult {
-    /// The best passage: (title, text); `None` when nothing was found. With a
-    /// `context`, the text is its best sentence(s) (the span holding the best-ranked
-    /// sentence), not the whole passage.
+    /// What is spoken, with the title of its passage: one sentence, the context's best
+    /// (`best`); without a context of sentences, the best passage's first sentence.
+    /// `None` when nothing was found.
     pub top: Option<(String, String)>,
     /// The confidence is low: the top passage should not be presented as the answer.
     pub low_evidence: bool,
@@ -102,7 +102,10 @@ impl Results for HubResults {
     }
 }
 
-/// The reply's part of a final result line (`primd run`'s JSON).
+/// The reply's part of a final result line (`primd run`'s JSON). What is spoken is one
+/// sentence: the context's best one (`context.spans[context.best]`, a span of its own);
+/// with an index built without sentences (`"unit": "passages"`) or with the context off,
+/// the first sentence of the best passage.
 pub fn final_result(line: &[u8]) -> FinalResult {
     #[derive(serde::Deserialize)]
     struct Line {
@@ -125,7 +128,9 @@ pub fn final_result(line: &[u8]) -> FinalResult {
     #[derive(serde::Deserialize)]
     struct Context {
         #[serde(default)]
-        best: usize,
+        unit: String,
+        #[serde(default)]
+        best: Option<usize>,
         #[serde(default)]
         spans: Vec<Span>,
     }
@@ -138,13 +143,14 @@ pub fn final_result(line: &[u8]) -> FinalResult {
     }
     match serde_json::from_slice::<Line>(line) {
         Ok(l) => {
-            // The best sentence(s): the context's best span, cut from its passage.
+            // The context's best span, cut from its passage: one sentence (unit
+            // "sentences"), else a passage's beginning.
             let best = l
                 .context
                 .as_ref()
                 .and_then(|c| serde_json::from_value::<Context>(c.clone()).ok())
-                .and_then(|c| c.spans.into_iter().nth(c.best))
-                .and_then(|s| {
+                .and_then(|c| {
+                    let s = c.spans.into_iter().nth(c.best?)?;
                     let p = l
                         .results
                         .iter()
@@ -155,11 +161,19 @@ pub fn final_result(line: &[u8]) -> FinalResult {
                         .skip(s.start)
                         .take(s.end.saturating_sub(s.start))
                         .collect();
-                    (!text.trim().is_empty()).then(|| (p.title.clone(), text))
+                    let text = match c.unit.as_str() {
+                        "sentences" => text.trim().to_string(),
+                        _ => first_sentence(&text),
+                    };
+                    (!text.is_empty()).then(|| (p.title.clone(), text))
                 });
+            let top = best.or_else(|| {
+                let p = l.results.first()?;
+                Some((p.title.clone(), first_sentence(&p.text)))
+            });
             FinalResult {
                 low_evidence: l.evidence != "ok",
-                top: best.or_else(|| l.results.into_iter().next().map(|p| (p.title, p.text))),
+                top,
                 context: l.context,
             }
         }
@@ -172,6 +186,12 @@ pub fn final_result(line: &[u8]) -> FinalResult {
             }
         }
     }
+}
+
+/// The first sentence of `text` (as the index splits passages: `context::split`).
+fn first_sentence(text: &str) -> String {
+    let first = crate::context::split::sentences(text).into_iter().next();
+    first.map_or(text, |r| &text[r]).trim().to_string()
 }
 
 #[cfg(test)]
@@ -203,15 +223,45 @@ mod tests {
 
     #[test]
     fn with_a_context_the_answer_is_its_best_sentence() {
-        let line = r#"{"type":"final","evidence":"ok","results":[{"id":"a","chunk":0,"title":"A","text":"Zürich is big. The capital is Bern."},{"id":"b","chunk":0,"title":"B","text":"other"}],"context":{"text":"Zürich is big. The capital is Bern.","tokens":9,"unit":"sentences","best":1,"spans":[{"passage":"a","chunk":0,"start":0,"end":14},{"passage":"a","chunk":0,"start":15,"end":35}]}}"#;
+        let line = r#"{"type":"final","evidence":"ok","results":[{"id":"a","chunk":0,"title":"A","text":"Zürich is a big city. The capital is Bern."},{"id":"b","chunk":0,"title":"B","text":"other"}],"context":{"text":"Zürich is a big city. The capital is Bern.","tokens":11,"unit":"sentences","best":1,"spans":[{"passage":"a","chunk":0,"start":0,"end":21},{"passage":"a","chunk":0,"start":22,"end":42}]}}"#;
         let r = final_result(line.as_bytes());
         assert_eq!(r.top, Some(("A".into(), "The capital is Bern.".into())));
         assert!(r.context.is_some());
-        // a span that points nowhere: the top passage, as without context
-        let odd = line.replace(r#""best":1"#, r#""best":7"#);
+        // a span that points nowhere, or none: the top passage's first sentence
+        for odd in [r#""best":7"#, r#""best":null"#] {
+            let odd = line.replace(r#""best":1"#, odd);
+            let spoken = final_result(odd.as_bytes()).top.unwrap().1;
+            assert_eq!(spoken, "Zürich is a big city.");
+        }
+    }
+
+    #[test]
+    fn the_spoken_answer_is_one_sentence_never_a_merged_span() {
+        let text = "Zürich is a big city. The capital is Bern. It has a clock tower.";
+        // An index without sentences hands over whole passages: one sentence is spoken.
+        let line = format!(
+            r#"{{"type":"final","evidence":"ok","results":[{{"id":"a","chunk":0,"title":"A","text":"{text}"}}],"context":{{"text":"{text}","tokens":16,"unit":"passages","best":0,"spans":[{{"passage":"a","chunk":0,"start":0,"end":64}}]}}}}"#
+        );
         assert_eq!(
-            final_result(odd.as_bytes()).top.unwrap().1,
-            "Zürich is big. The capital is Bern."
+            final_result(line.as_bytes()).top.unwrap().1,
+            "Zürich is a big city."
+        );
+        // The context off: the top passage's first sentence, not the whole passage.
+        let off = format!(
+            r#"{{"type":"final","evidence":"ok","results":[{{"id":"a","chunk":0,"title":"A","text":"{text}"}}]}}"#
+        );
+        assert_eq!(
+            final_result(off.as_bytes()).top.unwrap().1,
+            "Zürich is a big city."
+        );
+        // An empty context (nothing packed): `best` is null, the top passage speaks.
+        let empty = off.replace(
+            "}]}",
+            r#"}],"context":{"text":"","tokens":0,"unit":"sentences","best":null,"spans":[]}}"#,
+        );
+        assert_eq!(
+            final_result(empty.as_bytes()).top.unwrap().1,
+            "Zürich is a big city."
         );
     }
 }

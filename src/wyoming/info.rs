@@ -5,8 +5,8 @@
 //! (it recognises no intents), but `handle`: Wyoming's "intent handling" service takes
 //! a final `transcript` and answers `handled` / `not-handled` with a text for the user,
 //! which is how Home Assistant plugs in a conversation agent over Wyoming. primd handles
-//! a transcript by retrieving: its answer is the best passage of its index. It streams
-//! no response (`supports_handled_streaming: false`) and controls no device
+//! a transcript by retrieving: its answer is one sentence, the best of its index. It
+//! streams no response (`supports_handled_streaming: false`) and controls no device
 //! (`supports_home_control: false`). The one model is the index being served; its
 //! language is English (all-MiniLM-L6-v2).
 
@@ -27,7 +27,7 @@ pub fn info_data(opts: &Options) -> Vec<u8> {
             "name": PROGRAM,
             "attribution": attribution,
             "installed": true,
-            "description": "on-device passage retrieval: answers a transcript with the best-matching passage",
+            "description": "on-device passage retrieval: answers a transcript with the best-matching sentence of its passages",
             "version": env!("CARGO_PKG_VERSION"),
             "models": [{
                 "name": opts.index_name,

@@ -10,8 +10,8 @@
 //!   `transcript-stop`); `describe` is answered with an `info` that presents primd as
 //!   what it is to Home Assistant: a `handle` service (how HA plugs in conversation
 //!   agents: it sends the final `transcript` and speaks the `handled` text back). primd
-//!   answers a `transcript` with the best passage (`handled`), or `not-handled` when the
-//!   evidence is low.
+//!   answers a `transcript` with one sentence, its context's best (`handled`), or
+//!   `not-handled` when the evidence is low.
 //! - **Proxy** (`--wyoming-proxy tcp://ASR_HOST:PORT` with `--wyoming`, [`proxy`]): HA
 //!   connects to primd as if it were its speech-to-text service; primd connects to the
 //!   real one and relays every frame both ways byte for byte, and retrieves from the

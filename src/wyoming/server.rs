@@ -4,8 +4,9 @@
 //! into the partial, `transcript` the final, `transcript-stop` the end of a turn left
 //! open); `describe` gets primd's [`info`](super::info); `ping` gets `pong`; other
 //! events are dropped, as Wyoming servers are expected to. A final `transcript` is
-//! answered as a `handle` service answers: `handled` with the best passage's text, or
-//! `not-handled` when the evidence is low or nothing was found.
+//! answered as a `handle` service answers: `handled` with one sentence (the context's
+//! best, `backend::final_result`), or `not-handled` when the evidence is low or nothing
+//! was found.
 //!
 //! A frame that breaks the framing or a limit ends the connection (its framing is
 //! lost) with an `error` event and a logged reason; a frame with unreadable data gets
@@ -177,7 +178,7 @@ impl Replies {
         self.event("error", data.as_bytes());
     }
 
-    /// Answers a `transcript` as a `handle` service: the best passage (`handled`), or
+    /// Answers a `transcript` as a `handle` service: one sentence (`handled`), or
     /// `not-handled` with the reason.
     fn reply(&mut self, turn: ReplyTurn, results: Option<&mut (dyn Results + 'static)>) -> bool {
         let mut context = None;

@@ -99,9 +99,13 @@ pub struct Refusal {
     /// One of [`CODES`].
     pub code: &'static str,
     pub message: String,
-    /// The command's name and `id`, when the frame got that far.
+    /// The command's name and `id`, when the frame got that far (`id` boxed: it is
+    /// rare, and keeps a refusal small).
     pub cmd: Option<String>,
-    pub id: Option<Value>,
+    pub id: Option<Box<Value>>,
+    /// A transcript's `session` and `turn`, when the frame has valid ones.
+    pub session: Option<String>,
+    pub turn: Option<u64>,
 }
 
 /// Every error code a frame can be refused with.
@@ -114,14 +118,26 @@ pub const CODES: [&str; 6] = [
     "unknown_cmd",
 ];
 
+impl Refusal {
+    /// A refusal with `code` and `message` and nothing else named.
+    pub fn new(code: &'static str, message: impl Into<String>) -> Refusal {
+        refuse(code, message)
+    }
+}
+
 fn refuse(code: &'static str, message: impl Into<String>) -> Refusal {
     Refusal {
         code,
         message: message.into(),
         cmd: None,
         id: None,
+        session: None,
+        turn: None,
     }
 }
+
+/// The keys that make a message a transcript (besides `session` and `turn`).
+const TRANSCRIPT_KEYS: [&str; 3] = ["partial", "final", "end_of_speech"];
 
 /// Whether a client may not send transcripts for `name` (primd's own sessions).
 pub fn is_reserved(name: &str) -> bool {
@@ -160,13 +176,24 @@ pub fn parse(text: &str) -> Result<Request, Refusal> {
     if let Some(cmd) = o.get("cmd") {
         let id = o.get("id").cloned();
         let with = |mut r: Refusal, name: Option<&str>| {
-            r.id.clone_from(&id);
+            r.id = id.clone().map(Box::new);
             r.cmd = name.map(str::to_string);
             r
         };
         let Some(name) = cmd.as_str() else {
             return Err(with(refuse("bad_message", "\"cmd\" is a string"), None));
         };
+        // A transcript riding on a command would be dropped unseen: refuse the frame.
+        if let Some(key) = TRANSCRIPT_KEYS.iter().find(|k| o.contains_key(**k)) {
+            let r = refuse(
+                "bad_message",
+                format!(
+                    "a command carries no transcript: send \"{key}\" in a message of its \
+                     own (\"session\", \"turn\", \"{key}\"; no \"cmd\")"
+                ),
+            );
+            return Err(with(r, Some(name)));
+        }
         let session = || match o.get("session") {
             Some(Value::String(s)) if s == "*" || valid_name(s) => Ok(s.clone()),
             Some(_) => Err(refuse(
@@ -218,6 +245,9 @@ pub fn parse(text: &str) -> Result<Request, Refusal> {
                 format!("\"session\" is a string of 1 to {MAX_SESSION_BYTES} bytes"),
             ));
         }
+        None if o.contains_key("turn") || TRANSCRIPT_KEYS.iter().any(|k| o.contains_key(*k)) => {
+            return Err(refuse("bad_message", "\"session\" is missing"));
+        }
         None => {
             return Err(refuse(
                 "bad_message",
@@ -225,17 +255,38 @@ pub fn parse(text: &str) -> Result<Request, Refusal> {
             ));
         }
     };
+    // From here a refusal names the session (and the turn, once it is read).
+    let tagged = |mut r: Refusal, turn: Option<u64>| {
+        r.session = Some(session.clone());
+        r.turn = turn;
+        r
+    };
     if is_reserved(&session) {
-        return Err(refuse(
-            "reserved_session",
-            format!("{session:?} is primd's own session: subscribe to it instead"),
+        return Err(tagged(
+            refuse(
+                "reserved_session",
+                format!("{session:?} is primd's own session: subscribe to it instead"),
+            ),
+            None,
         ));
     }
     let turn = match o.get("turn") {
         Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64().unwrap_or(0),
-        Some(_) => return Err(refuse("bad_message", "\"turn\" is a non-negative integer")),
-        None => return Err(refuse("bad_message", "\"turn\" is missing")),
+        Some(_) => {
+            let r = refuse("bad_message", "\"turn\" is a non-negative integer");
+            return Err(tagged(r, None));
+        }
+        None => return Err(tagged(refuse("bad_message", "\"turn\" is missing"), None)),
     };
+    transcript(&o, session.clone(), turn).map_err(|r| tagged(r, Some(turn)))
+}
+
+/// The rest of a transcript frame, once its `session` and `turn` are read.
+fn transcript(
+    o: &serde_json::Map<String, Value>,
+    session: String,
+    turn: u64,
+) -> Result<Request, Refusal> {
     let text = |key: &str| match o.get(key) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -413,7 +464,7 @@ mod tests {
         );
         let r = parse(r#"{"cmd":"launch","id":5}"#).unwrap_err();
         assert_eq!(
-            (r.code, r.cmd.as_deref(), r.id),
+            (r.code, r.cmd.as_deref(), r.id.map(|v| *v)),
             ("unknown_cmd", Some("launch"), Some(5.into()))
         );
         let r = parse(r#"{"cmd":"subscribe","id":"a"}"#).unwrap_err();
@@ -421,6 +472,54 @@ mod tests {
             (r.code, r.cmd.as_deref()),
             ("bad_message", Some("subscribe"))
         );
+    }
+
+    #[test]
+    fn refusals_name_what_the_frame_has_and_what_it_lacks() {
+        // A transcript's refusal names its session, and its turn once that is read.
+        let r = parse(r#"{"session":"k","turn":7,"final":"x","context_tokens":-1}"#).unwrap_err();
+        assert_eq!(
+            (r.code, r.session.as_deref(), r.turn),
+            ("bad_message", Some("k"), Some(7))
+        );
+        let r = parse(r#"{"session":"k","turn":"7","final":"x"}"#).unwrap_err();
+        assert_eq!((r.session.as_deref(), r.turn), (Some("k"), None));
+        let r = parse(r#"{"session":"stt","turn":1,"partial":"a"}"#).unwrap_err();
+        assert_eq!(
+            (r.code, r.session.as_deref()),
+            ("reserved_session", Some("stt"))
+        );
+        // A transcript without its session is told so, as one without its turn is.
+        for line in [
+            r#"{"turn":1,"final":"x"}"#,
+            r#"{"partial":"x"}"#,
+            r#"{"turn":1,"end_of_speech":true}"#,
+        ] {
+            let r = parse(line).unwrap_err();
+            assert_eq!(
+                (r.code, r.message.as_str()),
+                ("bad_message", "\"session\" is missing"),
+                "{line}"
+            );
+        }
+        assert!(
+            parse(r#"{"foo":1}"#)
+                .unwrap_err()
+                .message
+                .contains("neither")
+        );
+        // A command carrying a transcript is refused, not half done.
+        for key in ["final", "partial"] {
+            let line = format!(r#"{{"cmd":"ping","id":3,"session":"k","turn":1,"{key}":"x"}}"#);
+            let r = parse(&line).unwrap_err();
+            assert_eq!(
+                (r.code, r.cmd.as_deref(), r.id.clone().map(|v| *v)),
+                ("bad_message", Some("ping"), Some(3.into()))
+            );
+            assert!(r.message.contains(key), "{}", r.message);
+        }
+        let r = parse(r#"{"cmd":"reset","session":"k","end_of_speech":true}"#).unwrap_err();
+        assert_eq!((r.code, r.cmd.as_deref()), ("bad_message", Some("reset")));
     }
 
     #[test]
