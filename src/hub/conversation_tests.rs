@@ -135,3 +135,49 @@ fn a_turn_sets_its_own_context_budget_for_that_turn_only() {
     assert_eq!(a.next("refused")["code"], "bad_message");
     d.stop();
 }
+
+#[test]
+fn the_agent_sets_and_clears_a_sessions_topic() {
+    let mut d = daemon();
+    d.listen();
+    let mut a = d.connect();
+    // The agent just answered about Paris: it says so, by the passage it used.
+    let r = a.command(r#"{"cmd":"topic","session":"k","passage":"paris","id":1}"#);
+    assert_eq!(
+        r["code"], "unknown_session",
+        "a session opens with a turn: {r}"
+    );
+    a.send(r#"{"session":"k","turn":1,"final":"hello"}"#);
+    a.next("opening turn");
+    let r = a.command(r#"{"cmd":"topic","session":"k","passage":"paris","id":2}"#);
+    assert_eq!(
+        (r["ok"].as_bool(), r["topic"].as_str(), r["id"].as_u64()),
+        (Some(true), Some("Paris"), Some(2)),
+        "{r}"
+    );
+    a.send(r#"{"session":"k","turn":2,"final":"what is it the capital of"}"#);
+    let v = a.next("follow-up after the agent's topic");
+    assert_eq!(v["results"][0]["id"], "paris", "{v}");
+    assert_eq!(v["conversation"]["used"], true, "{v}");
+    assert_eq!(
+        v["conversation"]["topic"], "Paris",
+        "the result names its topic"
+    );
+    // A topic as text; then cleared: the follow-up stands alone (Tokyo, as alone).
+    let r = a.command(r#"{"cmd":"topic","session":"k","text":"Tokyo"}"#);
+    assert_eq!(r["topic"], "Tokyo");
+    let r = a.command(r#"{"cmd":"topic","session":"k"}"#);
+    assert_eq!(
+        (r["ok"].as_bool(), r["topic"].is_null()),
+        (Some(true), true)
+    );
+    a.send(r#"{"session":"k","turn":3,"final":"what is it the capital of"}"#);
+    let v = a.next("after clearing");
+    assert_eq!(v["results"][0]["id"], "tokyo", "{v}");
+    assert_eq!(v["conversation"]["used"], false);
+    assert!(v["conversation"]["topic"].is_null(), "{v}");
+    // An unknown passage is refused; the session goes on.
+    let r = a.command(r#"{"cmd":"topic","session":"k","passage":"atlantis"}"#);
+    assert_eq!(r["code"], "unknown_passage", "{r}");
+    d.stop();
+}
