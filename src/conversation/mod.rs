@@ -10,15 +10,18 @@
 //! before it when that turn leaned on it (so "who designed it?" → "and when did he
 //! die?" still knows the museum). All of it lives in space allocated once per session.
 //!
-//! Per turn ([`decide`]): the turn is always searched alone (as without a
-//! conversation). When there is a topic and the turn's words lean on earlier ones
-//! ([`cues`]: a pronoun, "there", "that", an elliptic "and ..."/"what about ...", a
-//! turn of three words or fewer), a second search runs with the topic added: its text's
-//! terms in the lexical query at weight `topic_weight`, and a dense query that is the
-//! turn's vector plus `vector_weight` times the topic's vector (normalised) — no extra
-//! embedding. The context results are kept unless the turn alone was confident and the
-//! context search is not ([`decide`]), so a question that names its own topic (a
-//! switch) keeps its own results. Measured alternatives and the dev figures are in
+//! Per turn ([`turn`]): the turn is always searched alone (as without a
+//! conversation). When there is a topic, a second search runs with the topic added: its
+//! text's terms in the lexical query at weight `topic_weight`, and a dense query that is
+//! the turn's vector plus `vector_weight` times the topic's vector (normalised) — no
+//! extra embedding. A turn whose words lean on earlier ones ([`cues`]: a pronoun,
+//! "there", "that", an elliptic "and ..."/"what about ...", a turn of three words or
+//! fewer) keeps the context results unless the turn alone was confident and the context
+//! search is not ([`decide`]), so a question that names its own topic (a switch) keeps
+//! its own results; a turn without such words takes them only when they are clearly
+//! more confident and supported by its own top passages ([`cueless_takes_context`]).
+//! Only answered turns move the topic, and a repeated final is searched as the turn it
+//! repeats ([`TopicMove`]). Measured alternatives and the dev figures are in
 //! `docs/conversations.md`.
 //!
 //! Nothing here allocates after a conversation is made; the context search uses the
