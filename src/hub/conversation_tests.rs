@@ -103,6 +103,18 @@ fn the_pipe_is_one_conversation_and_reset_forgets_it() {
         (v["results"][0]["id"].as_str(), used(&v)),
         (Some("tokyo"), (false, 0))
     );
+    // The kiosk's controller sets the pipe's topic: the next follow-up leans on it.
+    let r = sub.command(r#"{"cmd":"topic","session":"stt","passage":"paris","id":3}"#);
+    assert_eq!(
+        (r["ok"].as_bool(), r["topic"].as_str()),
+        (Some(true), Some("Paris"))
+    );
+    writer
+        .write_all(b"{\"final\": \"what is it the capital of\"}\n")
+        .unwrap();
+    let v = sub.next_final("after the controller's topic");
+    assert_eq!(v["results"][0]["id"], "paris", "{v}");
+    assert_eq!(v["conversation"]["topic"], "Paris");
     drop(writer);
     d.stop();
 }
