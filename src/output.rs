@@ -116,7 +116,7 @@ struct FinalJson<'a> {
     evidence: &'static str,
     /// How the turn used its conversation (absent when conversations are off).
     #[serde(skip_serializing_if = "Option::is_none")]
-    conversation: Option<ConversationJson>,
+    conversation: Option<ConversationJson<'a>>,
     results: Vec<ResultJson<'a>>,
     /// The best sentences of the results within the budget (`crate::context`); absent
     /// when the budget is 0.
@@ -127,9 +127,11 @@ struct FinalJson<'a> {
 }
 
 #[derive(Serialize)]
-struct ConversationJson {
+struct ConversationJson<'a> {
     used: bool,
     turns: u32,
+    /// The topic the context search added (`null` when `used` is false).
+    topic: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -202,9 +204,10 @@ fn encode(
                 speculation_cosine: outcome.speculation_cosine,
                 confidence: outcome.confidence,
                 evidence: crate::confidence::label(outcome.low_evidence),
-                conversation: outcome.conversation.map(|u| ConversationJson {
+                conversation: outcome.conversation.as_ref().map(|u| ConversationJson {
                     used: u.used,
                     turns: u.turns,
+                    topic: u.topic.as_deref(),
                 }),
                 results,
                 context: (outcome.context.budget > 0)

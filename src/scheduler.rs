@@ -98,6 +98,10 @@ pub trait Work {
     fn turn_options(&mut self, context: bool, tokens: Option<usize>) {
         let _ = (context, tokens);
     }
+    /// The current lane's conversation topic, set by the agent (`""`: cleared).
+    fn set_topic(&mut self, text: &str) {
+        let _ = text;
+    }
 }
 
 impl<E: Embed> Work for StreamingRetriever<'_, E> {
@@ -122,6 +126,9 @@ impl<E: Embed> Work for StreamingRetriever<'_, E> {
     fn turn_options(&mut self, context: bool, tokens: Option<usize>) {
         self.set_context(context);
         self.set_context_tokens(tokens);
+    }
+    fn set_topic(&mut self, text: &str) {
+        StreamingRetriever::set_topic(self, text)
     }
 }
 
@@ -346,6 +353,8 @@ pub enum LaneOp {
     /// (a message's `"context"`), and its `context` budget (`"context_tokens"`; `None`:
     /// the daemon's); back to the defaults when the turn ends.
     Context { on: bool, tokens: Option<u32> },
+    /// The agent sets the lane's conversation topic (`{"cmd":"topic"}`; `""` clears it).
+    Topic(String),
 }
 
 /// Where a piece of work belongs, for [`Driver::observed_in`].
@@ -594,6 +603,11 @@ impl<T: Time> Scheduler<T> {
             LaneOp::Context { on, tokens } => {
                 w.switch(l);
                 w.turn_options(on, tokens.map(|t| t as usize));
+                Flow::Continue
+            }
+            LaneOp::Topic(text) => {
+                w.switch(l);
+                w.set_topic(&text);
                 Flow::Continue
             }
             LaneOp::Transcript { turn, ev } => self.transcript(w, d, l, Some(turn), ev, at),

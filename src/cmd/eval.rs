@@ -170,8 +170,18 @@ fn conversations(
     path: &std::path::Path,
 ) -> anyhow::Result<()> {
     use primd::eval::conversations as conv;
-    let conversation = args.conversation.apply(cfg.conversation)?;
+    let mut conversation = args.conversation.apply(cfg.conversation)?;
+    conversation.low_evidence_threshold = cfg.stream.low_evidence_threshold;
     let mut turns = conv::load(path)?;
+    // The turns as the daemon and `primd search` read them.
+    let mut normalizer =
+        primd::stream::normalize::Normalizer::new(cfg.fillers.iter().map(String::as_str));
+    normalizer.set_rules(index.word_rules());
+    let mut norm = String::new();
+    for (t, _) in &mut turns {
+        normalizer.normalize_into(&t.text, &mut norm);
+        t.text.clone_from(&norm);
+    }
     if let Some(n) = args.limit {
         turns.truncate(n);
     }

@@ -3,6 +3,10 @@
 //!
 //! A malformed input line is reported on stderr with its line number and skipped; the
 //! remaining queries are still answered.
+//!
+//! A query's text is normalised as the daemon normalises a final (case, punctuation,
+//! fillers: [`Normalizer`]) before it is embedded, searched and packed, so a line and
+//! the same final over the socket, Wyoming or the pipe get the same answer and context.
 
 use std::io::{BufRead, BufWriter, Write};
 use std::time::Instant;
@@ -31,11 +35,56 @@ struct InputLine {
     #[serde(alias = "_id")]
     id: serde_json::Value,
     text: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "conversation_id")]
     conversation: Option<serde_json::Value>,
     /// `false`: this turn is retrieved alone (it is still remembered).
     #[serde(default)]
     context: Option<bool>,
+    /// This line's own `context` budget (as a turn's `"context_tokens"` on the socket).
+    #[serde(default)]
+    context_tokens: Option<i64>,
+    /// Sets the conversation's topic before this turn (as `{"cmd":"topic"}` on the
+    /// socket; `""` clears it).
+    #[serde(default)]
+    topic: Option<String>,
+}
+
+/// A line's place in its conversation.
+struct Turn<'a> {
+    /// The conversation's id.
+    id: &'a serde_json::Value,
+    /// `"context"`: the turn may use its conversation.
+    context: bool,
+    /// `"topic"`: the agent's topic, set before the turn.
+    topic: Option<&'a str>,
+}
+
+/// A conversation id is a string or a number (`null`: none); anything else is refused.
+fn conversation_id<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<serde_json::Value>, D::Error> {
+    use serde_json::Value;
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        v @ (Value::String(_) | Value::Number(_)) => Ok(Some(v)),
+        other => Err(serde::de::Error::custom(format!(
+            "\"conversation\" must be a string or a number, not {other}"
+        ))),
+    }
+}
+
+/// A line's `"context_tokens"`, checked by the rule of the socket's per-turn key.
+fn line_budget(tokens: Option<i64>) -> anyhow::Result<Option<usize>> {
+    match tokens {
+        None => Ok(None),
+        Some(n) if (0..=primd::context::MAX_CONTEXT_TOKENS as i64).contains(&n) => {
+            Ok(Some(n as usize))
+        }
+        Some(n) => bail!(
+            "\"context_tokens\" {n} is outside 0..={}",
+            primd::context::MAX_CONTEXT_TOKENS
+        ),
+    }
 }
 
 #[derive(Serialize)]
@@ -67,6 +116,8 @@ struct OutputLine<'a> {
 struct UsedJson {
     used: bool,
     turns: u32,
+    /// The topic the context search added (`null` when `used` is false).
+    topic: Option<String>,
 }
 
 pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
@@ -76,6 +127,8 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
     });
     let mut cfg = config::load(None, flags)?;
     cfg.conversation = args.conversation.apply(cfg.conversation)?;
+    // A turn's `low` is the one its line shows.
+    cfg.conversation.low_evidence_threshold = cfg.stream.low_evidence_threshold;
     let index = Index::open(&args.index)?;
     if args.verify {
         index.verify()?;
@@ -118,16 +171,18 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
     // the daemon answers such a final: no results, evidence "low", an empty context.
     let mut normalizer = Normalizer::new(cfg.fillers.iter().map(String::as_str));
     normalizer.set_rules(index.word_rules());
-    let mut words = String::new();
+    let mut norm = String::new();
     let mut answer = |id: &serde_json::Value,
-                      text: &str,
-                      conv: Option<(&serde_json::Value, bool)>,
+                      raw: &str,
+                      conv: Option<Turn<'_>>,
+                      budget: Option<usize>,
                       out: &mut BufWriter<_>|
      -> anyhow::Result<()> {
+        normalizer.normalize_into(raw, &mut norm);
+        let text = norm.as_str();
         let t0 = Instant::now();
         let mut v = [0.0f32; DIM];
-        normalizer.normalize_into(text, &mut words);
-        let said = !words.is_empty();
+        let said = !text.is_empty();
         let query = match embedder.as_mut() {
             Some(e) if said => {
                 e.embed_into(text, &mut v)?;
@@ -154,8 +209,20 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
             searcher.search(&params, query.as_ref(), text, &mut hits)
         };
         let used = match conv {
-            Some((cid, enabled)) if !args.exact => {
-                let c = conversations.get(cid);
+            Some(turn) if !args.exact && cfg.conversation.enabled => {
+                let c = conversations.get(turn.id);
+                if let Some(t) = turn.topic {
+                    let mut tv = [0.0f32; DIM];
+                    let embedded = match embedder.as_mut() {
+                        Some(e) if !t.trim().is_empty() => {
+                            e.embed_into(t, &mut tv)?;
+                            true
+                        }
+                        _ => false,
+                    };
+                    c.set_topic(t, embedded.then_some(&tv));
+                }
+                let enabled = turn.context;
                 let vector = query.is_some().then_some(&v);
                 let u = conversation::turn(
                     c,
@@ -171,20 +238,21 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
                 Some(UsedJson {
                     used: u.used,
                     turns: u.turns,
+                    topic: u.topic.map(|t| t.as_str().to_string()),
                 })
             }
             _ => None,
         };
         let confidence = confidence::of_ranked(retriever, &hits);
         // The context is made from the retriever's own top passages, whatever k asks.
-        let context = (cfg.stream.context_tokens > 0)
+        let budget = budget.unwrap_or(cfg.stream.context_tokens);
+        let context = (budget > 0)
             .then(|| {
                 // Without a model (lexical retriever) a cut counts words, not pieces.
                 let mut count = |t: &str| match embedder.as_mut() {
                     Some(e) => primd::context::word_pieces(e, t),
                     None => t.split_whitespace().count(),
                 };
-                let budget = cfg.stream.context_tokens;
                 let q = query.as_ref();
                 context.build(&index, q, text, &hits, budget, &mut count, &mut packed);
                 primd::context::to_json(&index, &packed)
@@ -215,7 +283,7 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
     };
     if !args.query.is_empty() {
         for (i, q) in args.query.iter().enumerate() {
-            answer(&serde_json::Value::from(i), q, None, &mut out)?;
+            answer(&serde_json::Value::from(i), q, None, None, &mut out)?;
         }
         out.flush()?;
         return Ok(());
@@ -228,14 +296,17 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
         let line = String::from_utf8_lossy(&buf);
         let line = line.trim();
         if !line.is_empty() {
-            match serde_json::from_str::<InputLine>(line) {
-                Ok(q) => {
-                    let conv = q
-                        .conversation
-                        .as_ref()
-                        .filter(|c| !c.is_null())
-                        .map(|c| (c, q.context.unwrap_or(true)));
-                    answer(&q.id, &q.text, conv, &mut out)?;
+            let parsed = serde_json::from_str::<InputLine>(line)
+                .map_err(anyhow::Error::from)
+                .and_then(|q| line_budget(q.context_tokens).map(|b| (q, b)));
+            match parsed {
+                Ok((q, budget)) => {
+                    let conv = q.conversation.as_ref().map(|c| Turn {
+                        id: c,
+                        context: q.context.unwrap_or(true),
+                        topic: q.topic.as_deref(),
+                    });
+                    answer(&q.id, &q.text, conv, budget, &mut out)?;
                     out.flush()?;
                 }
                 Err(e) => {

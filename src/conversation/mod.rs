@@ -10,15 +10,18 @@
 //! before it when that turn leaned on it (so "who designed it?" → "and when did he
 //! die?" still knows the museum). All of it lives in space allocated once per session.
 //!
-//! Per turn ([`decide`]): the turn is always searched alone (as without a
-//! conversation). When there is a topic and the turn's words lean on earlier ones
-//! ([`cues`]: a pronoun, "there", "that", an elliptic "and ..."/"what about ...", a
-//! turn of three words or fewer), a second search runs with the topic added: its text's
-//! terms in the lexical query at weight `topic_weight`, and a dense query that is the
-//! turn's vector plus `vector_weight` times the topic's vector (normalised) — no extra
-//! embedding. The context results are kept unless the turn alone was confident and the
-//! context search is not ([`decide`]), so a question that names its own topic (a
-//! switch) keeps its own results. Measured alternatives and the dev figures are in
+//! Per turn ([`turn`]): the turn is always searched alone (as without a
+//! conversation). When there is a topic, a second search runs with the topic added: its
+//! text's terms in the lexical query at weight `topic_weight`, and a dense query that is
+//! the turn's vector plus `vector_weight` times the topic's vector (normalised) — no
+//! extra embedding. A turn whose words lean on earlier ones ([`cues`]: a pronoun,
+//! "there", "that", an elliptic "and ..."/"what about ...", a turn of three words or
+//! fewer) keeps the context results unless the turn alone was confident and the context
+//! search is not ([`decide`]), so a question that names its own topic (a switch) keeps
+//! its own results; a turn without such words takes them only when they are clearly
+//! more confident and supported by its own top passages ([`cueless_takes_context`]).
+//! Only answered turns move the topic, and a repeated final is searched as the turn it
+//! repeats ([`TopicMove`]). Measured alternatives and the dev figures are in
 //! `docs/conversations.md`.
 //!
 //! Nothing here allocates after a conversation is made; the context search uses the
@@ -66,6 +69,9 @@ pub struct ConversationConfig {
     pub topic_weight: f32,
     pub vector_weight: f32,
     pub decision: Decision,
+    /// A turn whose results are below this confidence (its evidence is `low`) does not
+    /// replace the topic (not a `[conversation]` key: the callers' `low_evidence_threshold`).
+    pub low_evidence_threshold: f32,
 }
 
 impl Default for ConversationConfig {
@@ -76,6 +82,7 @@ impl Default for ConversationConfig {
             topic_weight: DEFAULT_TOPIC_WEIGHT,
             vector_weight: DEFAULT_VECTOR_WEIGHT,
             decision: Decision::default(),
+            low_evidence_threshold: confidence::DEFAULT_LOW_EVIDENCE_THRESHOLD,
         }
     }
 }
@@ -139,8 +146,28 @@ pub struct Conversation {
     topic: String,
     topic_vector: Embedding,
     has_topic_vector: bool,
+    /// The topic the newest turn was searched with (a repeat of that turn is searched
+    /// with it again, so it gets the same answer).
+    before: String,
+    before_vector: Embedding,
+    has_before_vector: bool,
     /// Scratch for building the next topic text.
     spare: String,
+}
+
+/// What a turn does to the topic ([`Conversation::record`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopicMove {
+    /// The turn's answer becomes the topic.
+    Replace,
+    /// The topic stays: the turn was answered `low` and does not name its answer's
+    /// title (an off-topic question, a recognizer's garbage); the turn is remembered.
+    /// A `low` turn that names it ("When did the Normans reach Italy?" answered from
+    /// "Normans") is a switch whose right answer was flagged `low`: it moves the topic.
+    Keep,
+    /// The turn repeats the one before: it was searched with that turn's topic, and
+    /// nothing moves.
+    Repeat,
 }
 
 impl Default for Conversation {
@@ -149,13 +176,18 @@ impl Default for Conversation {
     }
 }
 
+/// A topic's text as a result names it (fixed capacity: no allocation per turn).
+pub type TopicText = heapless::String<TEXT_BYTES>;
+
 /// How a turn used its conversation (the result's `"conversation"` field).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Used {
     /// The results came from the search with context.
     pub used: bool,
     /// Earlier turns of the conversation it could lean on (at most [`MAX_TURNS`]).
     pub turns: u32,
+    /// The topic the context search added (`None` when `used` is false).
+    pub topic: Option<TopicText>,
 }
 
 impl Conversation {
@@ -166,6 +198,9 @@ impl Conversation {
             topic: String::with_capacity(TEXT_BYTES),
             topic_vector: [0.0; DIM],
             has_topic_vector: false,
+            before: String::with_capacity(TEXT_BYTES),
+            before_vector: [0.0; DIM],
+            has_before_vector: false,
             spare: String::with_capacity(TEXT_BYTES),
         }
     }
@@ -175,6 +210,8 @@ impl Conversation {
         self.count = 0;
         self.topic.clear();
         self.has_topic_vector = false;
+        self.before.clear();
+        self.has_before_vector = false;
         for t in &mut self.turns {
             t.text.clear();
             t.has_vector = false;
@@ -202,12 +239,48 @@ impl Conversation {
     /// What the next turn may add: the topic's text and vector (the vector only when
     /// the turns had embeddings).
     pub fn topic(&self) -> Option<(&str, Option<&Embedding>)> {
-        (self.count > 0 && !self.topic.is_empty()).then(|| {
+        (!self.topic.is_empty()).then(|| {
             (
                 self.topic.as_str(),
                 self.has_topic_vector.then_some(&self.topic_vector),
             )
         })
+    }
+
+    /// The topic the newest turn was searched with (what its repeat is searched with).
+    pub fn topic_before(&self) -> Option<(&str, Option<&Embedding>)> {
+        (!self.before.is_empty()).then(|| {
+            (
+                self.before.as_str(),
+                self.has_before_vector.then_some(&self.before_vector),
+            )
+        })
+    }
+
+    /// The agent sets the topic (`{"cmd":"topic"}`): what it just answered about, as a
+    /// text (a passage's title, a name) and, when the caller embedded it, its vector.
+    /// The next turns that lean on earlier ones are searched with it until an answered
+    /// turn replaces it; a repeat of the turn before is searched with it too. An empty
+    /// text clears the topic (the turns stay remembered).
+    pub fn set_topic(&mut self, text: &str, vector: Option<&Embedding>) {
+        self.topic.clear();
+        self.topic.push_str(cut_topic(text));
+        self.has_topic_vector = false;
+        if let Some(v) = vector.filter(|_| !self.topic.is_empty()) {
+            self.topic_vector = *v;
+            self.has_topic_vector = true;
+        }
+        self.before.clone_from(&self.topic);
+        self.before_vector = self.topic_vector;
+        self.has_before_vector = self.has_topic_vector;
+    }
+
+    /// Whether `text` repeats the newest turn: the same words, or two words or more
+    /// found in it as they stand (a final sent twice, a recognizer's shorter second
+    /// final). Texts as the callers normalise them (lower case, no punctuation).
+    pub fn repeats(&self, text: &str) -> bool {
+        self.last()
+            .is_some_and(|t| !t.text.is_empty() && contains_words(&t.text, text))
     }
 
     /// Remembers a finished turn: its text, its own vector (`None`: no embedding), its
@@ -226,6 +299,7 @@ impl Conversation {
         used_context: bool,
         vector_weight: f32,
         title: &str,
+        moves: TopicMove,
     ) {
         let slot = (self.count % MAX_TURNS as u64) as usize;
         let t = &mut self.turns[slot];
@@ -242,6 +316,16 @@ impl Conversation {
         t.confidence = confidence;
         t.used_context = used_context;
         self.count += 1;
+        if moves == TopicMove::Repeat {
+            return;
+        }
+        // This turn was searched with the topic as it stands: its repeat will be too.
+        self.before.clone_from(&self.topic);
+        self.before_vector = self.topic_vector;
+        self.has_before_vector = self.has_topic_vector;
+        if moves == TopicMove::Keep && !self.topic.is_empty() {
+            return;
+        }
 
         self.spare.clear();
         let title = title.trim();
@@ -272,6 +356,16 @@ impl Conversation {
     }
 }
 
+/// A topic's text as the conversation keeps it: trimmed, at most [`TEXT_BYTES`] bytes.
+pub fn cut_topic(text: &str) -> &str {
+    let t = text.trim();
+    let mut end = t.len().min(TEXT_BYTES);
+    while !t.is_char_boundary(end) {
+        end -= 1;
+    }
+    &t[..end]
+}
+
 /// Appends `s` to `out`, at most `max` bytes of it, cut at a character boundary.
 fn push_cut(out: &mut String, s: &str, max: usize) {
     let mut end = s.len().min(max);
@@ -279,6 +373,40 @@ fn push_cut(out: &mut String, s: &str, max: usize) {
         end -= 1;
     }
     out.push_str(&s[..end]);
+}
+
+/// Whether the words of `needle` are all of `hay`'s, or (two words or more) a run of
+/// them. Allocates nothing.
+fn contains_words(hay: &str, needle: &str) -> bool {
+    let n = needle.split_whitespace().count();
+    if n == 0 {
+        return false;
+    }
+    let h = hay.split_whitespace().count();
+    if n == h || n < 2 {
+        return n == h && hay.split_whitespace().eq(needle.split_whitespace());
+    }
+    (0..h.saturating_sub(n) + 1).any(|start| {
+        hay.split_whitespace()
+            .skip(start)
+            .take(n)
+            .eq(needle.split_whitespace())
+    })
+}
+
+/// Whether the turn names the title's topic: a title word of four letters or more is
+/// one of the turn's words, or the start of one (plurals: "normans" for "Norman").
+pub fn names_title(text: &str, title: &str) -> bool {
+    title
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 4)
+        .any(|t| {
+            text.split(|c: char| !c.is_alphanumeric()).any(|w| {
+                w.len() >= t.len()
+                    && w.is_char_boundary(t.len())
+                    && w[..t.len()].eq_ignore_ascii_case(t)
+            })
+        })
 }
 
 /// `out` = normalise(`a` + `w` · `b`) (`a` alone if the sum is zero).
@@ -309,6 +437,35 @@ pub fn decide(decision: Decision, cues: &Cues, alone: Option<f32>, context: Opti
         Decision::Evidence => c > a,
         Decision::Cues => cues.strong() && !(a >= CONFIDENT_ALONE && c < a - CONFIDENCE_MARGIN),
     }
+}
+
+/// How much more confident ([`confidence`]) the context search must be than the turn
+/// alone for a turn without a strong cue ("How long do the shows last?" after the
+/// planetarium) to take it. Dev (docs/conversations.md, support among the top 10):
+/// 0.05 / 0.1 / 0.2 / 0.3 gave cue-less follow-ups 0.709 / 0.695 / 0.674 / 0.667 hit@1
+/// (0.645 without), switches 0.700 / 0.700 / 0.703 / 0.703 (0.703 alone).
+pub const CUELESS_MARGIN: f32 = 0.1;
+
+/// Whether a turn without a strong cue takes the context search's results: that
+/// search is more confident than the turn alone by [`CUELESS_MARGIN`], and its top
+/// passage is among the turn's own top [`confidence::DEPTH`] (the turn's words support
+/// it: a topic's terms alone inflate the confidence of the topic's own passage, which
+/// is how an off-topic question would otherwise get a confident wrong answer; the
+/// depth the confidence reads is ranked whatever `top_k` asks, so the rule does not
+/// change with it).
+pub fn cueless_takes_context(
+    alone: &Ranked,
+    context: &Ranked,
+    alone_conf: Option<f32>,
+    context_conf: Option<f32>,
+) -> bool {
+    let supported = context.first().is_some_and(|t| {
+        alone
+            .iter()
+            .take(confidence::DEPTH)
+            .any(|h| h.index == t.index)
+    });
+    supported && context_conf.unwrap_or(0.0) > alone_conf.unwrap_or(0.0) + CUELESS_MARGIN
 }
 
 /// A search alone at least this confident ([`confidence`]) is trusted over a much less
@@ -393,24 +550,36 @@ pub fn turn(
     let mut used = Used {
         used: false,
         turns: conv.remembered(),
+        topic: None,
     };
     let alone_conf = confidence::of_ranked(p.retriever, alone);
     let c = cues(text);
-    let want = match cfg.decision {
-        Decision::Cues => c.strong(),
-        Decision::Always | Decision::Evidence => true,
-    };
+    let repeat = conv.repeats(text);
+    // `Cues`: every turn with a topic is searched with it too (one lexical query, one
+    // scan, no embedding); a turn without a strong cue takes it only when it wins on
+    // the turn's own evidence ([`cueless_takes_context`]).
     if enabled
         && cfg.enabled
-        && want
         && !text.trim().is_empty()
-        && let Some(topic) = conv.topic()
+        && let Some(topic) = if repeat {
+            conv.topic_before()
+        } else {
+            conv.topic()
+        }
     {
         scratch.search(searcher, p, cfg, text, vector, topic);
         let ctx_conf = confidence::of_ranked(p.retriever, &scratch.hits);
-        if !scratch.hits.is_empty() && decide(cfg.decision, &c, alone_conf, ctx_conf) {
+        let take = if cfg.decision == Decision::Cues && !c.strong() {
+            cueless_takes_context(alone, &scratch.hits, alone_conf, ctx_conf)
+        } else {
+            decide(cfg.decision, &c, alone_conf, ctx_conf)
+        };
+        if !scratch.hits.is_empty() && take {
             alone.clone_from(&scratch.hits);
             used.used = true;
+            let mut t = TopicText::new();
+            let _ = t.push_str(cut_topic(topic.0));
+            used.topic = Some(t);
         }
     }
     if !enabled || !cfg.enabled {
@@ -423,6 +592,14 @@ pub fn turn(
             .first()
             .and_then(|h| index.passage(h.index as usize).ok())
             .map_or("", |p| p.title);
+        let moves = if repeat {
+            TopicMove::Repeat
+        } else if confidence::is_low(conf, cfg.low_evidence_threshold) && !names_title(text, title)
+        {
+            TopicMove::Keep
+        } else {
+            TopicMove::Replace
+        };
         conv.record(
             text,
             vector,
@@ -431,6 +608,7 @@ pub fn turn(
             used.used,
             cfg.vector_weight,
             title,
+            moves,
         );
     }
     used

@@ -54,6 +54,7 @@ impl Keys {
             topic_weight: weight("topic_weight", self.topic_weight, d.topic_weight)?,
             vector_weight: weight("vector_weight", self.vector_weight, d.vector_weight)?,
             decision: self.decision.unwrap_or(d.decision),
+            low_evidence_threshold: d.low_evidence_threshold,
         })
     }
 

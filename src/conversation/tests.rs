@@ -246,6 +246,7 @@ fn the_topic_is_the_title_of_the_answers_passage_else_the_turns_words() {
         false,
         0.3,
         " City museum ",
+        TopicMove::Replace,
     );
     assert_eq!(conv.topic().unwrap().0, "City museum");
     // No title (a corpus of untitled passages): the turn's own words.
@@ -257,12 +258,124 @@ fn the_topic_is_the_title_of_the_answers_passage_else_the_turns_words() {
         false,
         0.3,
         "",
+        TopicMove::Replace,
     );
     assert_eq!(conv.topic().unwrap().0, "who designed the old bridge");
     // A follow-up that used the context carries the topic before it along.
-    conv.record("and its length", Some(&v), &hits, None, true, 0.3, "");
+    conv.record(
+        "and its length",
+        Some(&v),
+        &hits,
+        None,
+        true,
+        0.3,
+        "",
+        TopicMove::Replace,
+    );
     assert_eq!(
         conv.topic().unwrap().0,
         "and its length who designed the old bridge"
     );
+}
+
+#[test]
+fn a_repeated_final_keeps_its_topic_and_its_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let mut rig = Rig::new(&index);
+    let mut c = Conversation::new();
+    rig.ask(&mut c, "when was the city museum built", true);
+    let (first, used) = rig.ask(&mut c, "who designed it", true);
+    assert_eq!((first.as_str(), used.used), ("museum", true));
+    let topic = c.topic().unwrap().0.to_string();
+    // A recognizer that sends its final again, five times: the same answer each time,
+    // searched with the same topic, and the topic does not drift.
+    for i in 0..5 {
+        let (top, again) = rig.ask(&mut c, "who designed it", true);
+        assert_eq!(
+            (top.as_str(), &again.topic),
+            (first.as_str(), &used.topic),
+            "{i}"
+        );
+        assert_eq!(c.topic().unwrap().0, topic, "{i}");
+    }
+    // A shorter second final, contained in the first: a repeat too.
+    assert!(c.repeats("designed it"));
+    assert!(!c.repeats("it"), "one word is not enough to call a repeat");
+    assert!(!c.repeats("who built it"));
+}
+
+#[test]
+fn a_low_turn_is_remembered_but_does_not_replace_the_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let mut rig = Rig::new(&index);
+    // Every answer `low` (a threshold above any confidence): the first turn still makes
+    // the topic (there was none), the interjection does not replace it.
+    rig.cfg.low_evidence_threshold = 1.5;
+    let mut c = Conversation::new();
+    rig.ask(&mut c, "when was the city museum built", true);
+    let topic = c.topic().unwrap().0.to_string();
+    rig.ask(&mut c, "when do ferries leave the harbour", true);
+    assert_eq!(c.count(), 2, "remembered");
+    assert_eq!(
+        c.topic().unwrap().0,
+        topic,
+        "the topic survived the interjection"
+    );
+    let (top, used) = rig.ask(&mut c, "who designed it", true);
+    assert_eq!((top.as_str(), used.used), ("museum", true));
+    // Answered turns (nothing `low`) move the topic on, as before.
+    rig.cfg.low_evidence_threshold = 0.0;
+    let mut c = Conversation::new();
+    rig.ask(&mut c, "when was the city museum built", true);
+    rig.ask(&mut c, "when do ferries leave the harbour", true);
+    assert_ne!(c.topic().unwrap().0, topic);
+}
+
+#[test]
+fn the_agent_sets_and_clears_the_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let mut rig = Rig::new(&index);
+    let mut c = Conversation::new();
+    rig.ask(&mut c, "when do ferries leave the harbour", true);
+    // The agent answered about the museum: it says so.
+    c.set_topic("  the city museum  ", None);
+    let (top, used) = rig.ask(&mut c, "who designed it", true);
+    assert_eq!((top.as_str(), used.used), ("museum", true));
+    assert_eq!(used.topic.as_deref(), Some("the city museum"));
+    // Cleared: the same question (a repeat) stands alone.
+    c.set_topic("", None);
+    assert!(c.topic().is_none());
+    let (top, used) = rig.ask(&mut c, "who designed it", true);
+    assert_eq!(
+        (top.as_str(), used.used, used.topic),
+        ("bridge", false, None)
+    );
+    // A topic before any turn, and a long one: kept, cut.
+    let mut c = Conversation::new();
+    c.set_topic(&"museum ".repeat(1000), None);
+    assert!(c.topic().unwrap().0.len() <= TEXT_BYTES);
+    let (top, _) = rig.ask(&mut c, "who designed it", true);
+    assert_eq!(top, "museum");
+}
+
+#[test]
+fn a_turn_names_a_title_by_a_word_of_four_letters_or_more() {
+    assert!(names_title("when did the normans reach italy", "Normans"));
+    assert!(names_title("what do huguenots believe", "Huguenot"));
+    assert!(names_title(
+        "tell me about the dinosaur hall",
+        "Dinosaur Hall"
+    ));
+    assert!(!names_title(
+        "what is the capital of france",
+        "Cycling and bike parking"
+    ));
+    assert!(
+        !names_title("what is it", "It"),
+        "short title words name nothing"
+    );
+    assert!(!names_title("anything", ""));
 }

@@ -7,7 +7,17 @@
 //! or `switch` (a turn that changes the topic). Without `kind`, a conversation's first
 //! line is `first` and the others `later`. Other fields are ignored (the generator,
 //! `tools/eval/conversations.py`, writes the question in full and its article too).
-//! A turn's `id` is its qrels query id.
+//! A turn's `id` is its qrels query id, unless it has a `"qid"` (a question asked more
+//! than once in the file: a repeated final, the same follow-up with and without an
+//! interjection before it).
+//!
+//! Kinds of the harder conversations (`conversations.py make --derail`): `interjection`
+//! (an off-topic question the corpus cannot answer), `after-interjection` (the follow-up
+//! after it) and `no-interjection` (the same follow-up in the same conversation without
+//! the interjection), `repeat` (a final sent again, 1-5 times), `cue-less` (a follow-up
+//! whose topic words were dropped, not replaced), `unanswerable` (the topic's pronoun in
+//! a question of another article: its right answer is `low`), `agent-topic` (a
+//! follow-up after the agent set the topic: the line's `"topic"`).
 
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -26,7 +36,19 @@ use crate::index::Index;
 use crate::retriever::{HybridSearcher, Ranked, SearchParams};
 
 /// The kinds of turn reported, in report order.
-pub const KINDS: [&str; 4] = ["first", "follow-up", "switch", "later"];
+pub const KINDS: [&str; 11] = [
+    "first",
+    "follow-up",
+    "switch",
+    "later",
+    "interjection",
+    "after-interjection",
+    "no-interjection",
+    "repeat",
+    "cue-less",
+    "unanswerable",
+    "agent-topic",
+];
 
 /// One turn of the file.
 #[derive(Clone, Debug, Deserialize)]
@@ -37,6 +59,12 @@ pub struct TurnRecord {
     pub conversation: serde_json::Value,
     #[serde(default)]
     pub kind: Option<String>,
+    /// The qrels id when it is not `id`.
+    #[serde(default)]
+    pub qid: Option<serde_json::Value>,
+    /// The agent sets the conversation's topic before this turn (`{"cmd":"topic"}`).
+    #[serde(default)]
+    pub topic: Option<String>,
 }
 
 /// Reads the turns; a malformed line or an unknown `kind` stops with its line number.
@@ -92,6 +120,13 @@ pub struct KindRow {
     pub mrr: f64,
     /// Turns whose results came from the context search.
     pub used: usize,
+    /// Turns (judged or not) whose evidence was `low`.
+    pub low: usize,
+    /// Turns whose top passage is the one of the turn before in the conversation (what a
+    /// repeated final must keep).
+    pub kept: usize,
+    /// Every turn of the kind, judged or not.
+    pub all: usize,
     /// Embeddings per turn (the turn's own: the context search embeds nothing more).
     pub embeds_per_turn: f64,
     /// Search time per turn after its embedding (alone + context), milliseconds.
@@ -100,8 +135,8 @@ pub struct KindRow {
 }
 
 /// Per kind of turn: the rank of each judged turn, each turn's search time, and the
-/// turns that used the context.
-type Tally = (Vec<Option<usize>>, Vec<f64>, usize);
+/// turns that used the context, were `low`, kept the top passage of the turn before.
+type Tally = (Vec<Option<usize>>, Vec<f64>, usize, usize, usize);
 
 /// Replays every turn twice (context off, then on) and reports per kind.
 pub fn evaluate<E: Embed>(
@@ -129,11 +164,20 @@ pub fn evaluate<E: Embed>(
         let mut convs = Conversations::new(usize::MAX);
         let mut per: HashMap<&'static str, Tally> = HashMap::new();
         let mut hits = Ranked::new();
+        let mut tops: HashMap<String, u32> = HashMap::new();
         for ((t, kind), v) in turns.iter().zip(&vectors) {
             let q = params.retriever.uses_dense().then(|| Query::new(v));
             let t0 = Instant::now();
             searcher.search(params, q.as_ref(), &t.text, &mut hits);
             let c = convs.get(&t.conversation);
+            if let Some(topic) = &t.topic {
+                let mut tv = [0.0f32; DIM];
+                let dense = params.retriever.uses_dense() && !topic.trim().is_empty();
+                if dense {
+                    embedder.embed_into(topic, &mut tv)?;
+                }
+                c.set_topic(topic, dense.then_some(&tv));
+            }
             let vector = params.retriever.uses_dense().then_some(v);
             let used = conversation::turn(
                 c,
@@ -147,7 +191,13 @@ pub fn evaluate<E: Embed>(
                 &mut hits,
             );
             let ms = t0.elapsed().as_secs_f64() * 1e3;
-            let relevant = rel.relevant(qrels, &key(&t.id));
+            let low = crate::confidence::is_low(
+                crate::confidence::of_ranked(params.retriever, &hits),
+                cfg.low_evidence_threshold,
+            );
+            let top = hits.first().map_or(u32::MAX, |h| h.index);
+            let kept = tops.insert(key(&t.conversation), top) == Some(top);
+            let relevant = rel.relevant(qrels, &key(t.qid.as_ref().unwrap_or(&t.id)));
             let rank = hits
                 .iter()
                 .take(10)
@@ -159,12 +209,15 @@ pub fn evaluate<E: Embed>(
             }
             e.1.push(ms);
             e.2 += used.used as usize;
+            e.3 += low as usize;
+            e.4 += kept as usize;
         }
         for kind in KINDS {
-            let Some((ranks, mut ms, used)) = per.remove(kind) else {
+            let Some((ranks, mut ms, used, low, kept)) = per.remove(kind) else {
                 continue;
             };
             let n = ranks.len().max(1) as f64;
+            let all = ms.len();
             ms.sort_by(f64::total_cmp);
             rows.push(KindRow {
                 kind,
@@ -178,6 +231,9 @@ pub fn evaluate<E: Embed>(
                     .sum::<f64>()
                     / n,
                 used,
+                low,
+                kept,
+                all,
                 embeds_per_turn,
                 search_ms_p50: percentile(&ms, 50.0).unwrap_or(0.0),
                 search_ms_p90: percentile(&ms, 90.0).unwrap_or(0.0),
@@ -190,12 +246,12 @@ pub fn evaluate<E: Embed>(
 /// The rows as a Markdown table.
 pub fn table(rows: &[KindRow]) -> String {
     let mut s = String::from(
-        "| turn | context | turns | hit@1 | hit@10 | MRR@10 | context used | embeds/turn | search ms p50 / p90 |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| turn | context | turns | hit@1 | hit@10 | MRR@10 | context used | low | same top as before | embeds/turn | search ms p50 / p90 |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for r in rows {
         s.push_str(&format!(
-            "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {} | {:.2} | {:.3} / {:.3} |\n",
+            "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {} | {:.3} | {:.3} | {:.2} | {:.3} / {:.3} |\n",
             r.kind,
             if r.context { "on" } else { "off" },
             r.turns,
@@ -203,6 +259,8 @@ pub fn table(rows: &[KindRow]) -> String {
             r.hit10,
             r.mrr,
             r.used,
+            r.low as f64 / r.all.max(1) as f64,
+            r.kept as f64 / r.all.max(1) as f64,
             r.embeds_per_turn,
             r.search_ms_p50,
             r.search_ms_p90

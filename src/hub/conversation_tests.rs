@@ -103,6 +103,18 @@ fn the_pipe_is_one_conversation_and_reset_forgets_it() {
         (v["results"][0]["id"].as_str(), used(&v)),
         (Some("tokyo"), (false, 0))
     );
+    // The kiosk's controller sets the pipe's topic: the next follow-up leans on it.
+    let r = sub.command(r#"{"cmd":"topic","session":"stt","passage":"paris","id":3}"#);
+    assert_eq!(
+        (r["ok"].as_bool(), r["topic"].as_str()),
+        (Some(true), Some("Paris"))
+    );
+    writer
+        .write_all(b"{\"final\": \"what is it the capital of\"}\n")
+        .unwrap();
+    let v = sub.next_final("after the controller's topic");
+    assert_eq!(v["results"][0]["id"], "paris", "{v}");
+    assert_eq!(v["conversation"]["topic"], "Paris");
     drop(writer);
     d.stop();
 }
@@ -133,5 +145,51 @@ fn a_turn_sets_its_own_context_budget_for_that_turn_only() {
     assert_eq!(tokens(&a.next("back to the daemon's")), Some(default));
     a.send(r#"{"session":"k","turn":5,"final":"x","context_tokens":-1}"#);
     assert_eq!(a.next("refused")["code"], "bad_message");
+    d.stop();
+}
+
+#[test]
+fn the_agent_sets_and_clears_a_sessions_topic() {
+    let mut d = daemon();
+    d.listen();
+    let mut a = d.connect();
+    // The agent just answered about Paris: it says so, by the passage it used.
+    let r = a.command(r#"{"cmd":"topic","session":"k","passage":"paris","id":1}"#);
+    assert_eq!(
+        r["code"], "unknown_session",
+        "a session opens with a turn: {r}"
+    );
+    a.send(r#"{"session":"k","turn":1,"final":"hello"}"#);
+    a.next("opening turn");
+    let r = a.command(r#"{"cmd":"topic","session":"k","passage":"paris","id":2}"#);
+    assert_eq!(
+        (r["ok"].as_bool(), r["topic"].as_str(), r["id"].as_u64()),
+        (Some(true), Some("Paris"), Some(2)),
+        "{r}"
+    );
+    a.send(r#"{"session":"k","turn":2,"final":"what is it the capital of"}"#);
+    let v = a.next("follow-up after the agent's topic");
+    assert_eq!(v["results"][0]["id"], "paris", "{v}");
+    assert_eq!(v["conversation"]["used"], true, "{v}");
+    assert_eq!(
+        v["conversation"]["topic"], "Paris",
+        "the result names its topic"
+    );
+    // A topic as text; then cleared: the follow-up stands alone (Tokyo, as alone).
+    let r = a.command(r#"{"cmd":"topic","session":"k","text":"Tokyo"}"#);
+    assert_eq!(r["topic"], "Tokyo");
+    let r = a.command(r#"{"cmd":"topic","session":"k"}"#);
+    assert_eq!(
+        (r["ok"].as_bool(), r["topic"].is_null()),
+        (Some(true), true)
+    );
+    a.send(r#"{"session":"k","turn":3,"final":"what is it the capital of"}"#);
+    let v = a.next("after clearing");
+    assert_eq!(v["results"][0]["id"], "tokyo", "{v}");
+    assert_eq!(v["conversation"]["used"], false);
+    assert!(v["conversation"]["topic"].is_null(), "{v}");
+    // An unknown passage is refused; the session goes on.
+    let r = a.command(r#"{"cmd":"topic","session":"k","passage":"atlantis"}"#);
+    assert_eq!(r["code"], "unknown_passage", "{r}");
     d.stop();
 }

@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 
 use super::{Client, Delivery, Hub, HubError, Session, Taken, TurnOptions};
 use crate::input::protocol::{
-    self, Command, MAX_FRAME_BYTES, PROTOCOL_VERSION, Refusal, Request, What,
+    self, Command, MAX_FRAME_BYTES, PROTOCOL_VERSION, Refusal, Request, TopicSource, What,
 };
 use crate::input::{LineReader, Mode};
 
@@ -535,6 +535,54 @@ fn command(
             };
             match r {
                 Ok(()) => ok(json!({"session": session})),
+                Err(e) => failed(e.code(), e.to_string()),
+            }
+        }
+        Command::Topic { session, topic } => {
+            // A passage's topic is its title (its text, cut, when it has none): looked
+            // up here, on the connection's thread, not the retriever's.
+            let text = match topic {
+                TopicSource::Text(t) => t,
+                TopicSource::Clear => String::new(),
+                TopicSource::Passage(id) => {
+                    let index = client.hub().index();
+                    let found = (0..index.len())
+                        .filter_map(|i| index.passage(i).ok())
+                        .find(|p| p.id == id)
+                        .map(|p| {
+                            let t = if p.title.trim().is_empty() {
+                                p.text
+                            } else {
+                                p.title
+                            };
+                            t.trim().to_string()
+                        });
+                    match found {
+                        Some(t) => t,
+                        None => {
+                            let shown: String = id.chars().take(64).collect();
+                            return failed(
+                                "unknown_passage",
+                                format!("no passage {shown:?} in the index"),
+                            );
+                        }
+                    }
+                }
+            };
+            let r = match sessions.get(&session) {
+                Some(s) => s.set_topic(&text),
+                None if session == crate::hub::STT_SESSION => client.hub().set_stt_topic(&text),
+                None => {
+                    return failed(
+                        "unknown_session",
+                        format!("{session:?} is not a session of this connection (nor \"stt\")"),
+                    );
+                }
+            };
+            let shown = crate::conversation::cut_topic(&text);
+            match r {
+                Ok(()) if shown.is_empty() => ok(json!({"session": session, "topic": null})),
+                Ok(()) => ok(json!({"session": session, "topic": shown})),
                 Err(e) => failed(e.code(), e.to_string()),
             }
         }

@@ -194,6 +194,11 @@ pub enum HubMsg {
     Reset {
         lane: usize,
     },
+    /// The agent sets the lane's conversation topic (`""`: clears it).
+    Topic {
+        lane: usize,
+        text: String,
+    },
     /// The lane's current turn may (not) use its conversation, and its `context`
     /// budget if the turn set one.
     Context {
@@ -523,6 +528,14 @@ impl Hub {
             lane: crate::scheduler::STT_LANE,
         })
     }
+
+    /// Sets the STT pipe's conversation topic (`""`: clears it).
+    pub fn set_stt_topic(&self, text: &str) -> Result<(), HubError> {
+        self.send(HubMsg::Topic {
+            lane: crate::scheduler::STT_LANE,
+            text: text.to_string(),
+        })
+    }
 }
 
 /// `{"cmd":"stats"}`.
@@ -623,6 +636,16 @@ impl Session {
     /// progress goes on).
     pub fn reset(&self) -> Result<(), HubError> {
         self.send(HubMsg::Reset { lane: self.lane })
+    }
+
+    /// Sets the session's conversation topic, what the agent just answered about: the
+    /// next turns that lean on earlier ones are searched with it (`""`: clears it; the
+    /// earlier turns stay remembered).
+    pub fn set_topic(&self, text: &str) -> Result<(), HubError> {
+        self.send(HubMsg::Topic {
+            lane: self.lane,
+            text: text.to_string(),
+        })
     }
 
     /// Settings of the next message's turn, for that turn only: retrieved with its

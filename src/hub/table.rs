@@ -90,6 +90,7 @@ impl Table {
             HubMsg::EndOfSpeech { lane, turn, at } => (lane, LaneOp::EndOfSpeech { turn }, at),
             HubMsg::Abandon { lane } => (lane, LaneOp::Abandon, now),
             HubMsg::Reset { lane } => (lane, LaneOp::Reset, now),
+            HubMsg::Topic { lane, text } => (lane, LaneOp::Topic(text), now),
             HubMsg::Context { lane, on, tokens } => (lane, LaneOp::Context { on, tokens }, now),
             HubMsg::Close { lane } => {
                 self.lanes[lane] = None;

@@ -336,6 +336,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         // analyses: it must be cut by the index's word rules.
         normalizer.set_rules(searcher.index().word_rules());
         crate::context::notice_without_sentences(searcher.index(), cfg.context_tokens);
+        let low_evidence_threshold = cfg.low_evidence_threshold;
         StreamingRetriever {
             cfg,
             embedder,
@@ -348,6 +349,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             guess: Ranked::new(),
             conversation: ConversationConfig {
                 enabled: false,
+                low_evidence_threshold,
                 ..ConversationConfig::default()
             },
             conv_search: ContextSearch::new(),
@@ -373,7 +375,22 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
 
     /// Turns conversations on (or off) for every lane.
     pub fn set_conversation(&mut self, cfg: ConversationConfig) {
-        self.conversation = cfg;
+        self.conversation = ConversationConfig {
+            // A turn's `low` is the one its result line shows.
+            low_evidence_threshold: self.cfg.low_evidence_threshold,
+            ..cfg
+        };
+    }
+
+    /// Sets the active lane's conversation topic, as the agent names it (`""` clears
+    /// it): [`Conversation::set_topic`], with the text's embedding when the retriever
+    /// is dense (one embedding per command; a failed one leaves the topic its terms).
+    pub fn set_topic(&mut self, text: &str) {
+        let mut v = [0.0f32; crate::embed::DIM];
+        let embedded = self.cfg.retriever.uses_dense()
+            && !text.trim().is_empty()
+            && self.embedder.embed_into(text, &mut v).is_ok();
+        self.u.conv.set_topic(text, embedded.then_some(&v));
     }
 
     /// Forgets the active lane's conversation (a reset, a new session on the lane).

@@ -16,6 +16,22 @@ conversation order (what `primd search` and `primd eval --conversations` read):
      "kind": "first" | "follow-up" | "switch", "form": "pronoun" | "there" | "that" |
      "ellipsis" | "full", "full": "<the question as written>", "article": "1"}
 
+With `--derail`, the conversations are instead the ways a conversation derails (each
+line then has a unique `id` and its question's id as `qid`):
+- `interjection`: a first question and a follow-up about A, an off-topic question the
+  corpus cannot answer (`OFF_TOPIC`), another follow-up about A (`after-interjection`);
+  the same conversation without the interjection beside it (`no-interjection`);
+- `repeat`: a first question and a follow-up about A, then the follow-up's final sent
+  again 1-5 times (a recognizer that emits a final twice);
+- `cue-less`: a first question about A, then a question of A whose topic words were
+  dropped, not replaced ("What is the population?" for "What is the population of
+  Warsaw?");
+- `unanswerable`: a first question about A, then a question of another article C with
+  C's topic replaced by a pronoun ("When was it founded?"): about A it has no answer,
+  its evidence should be `low`;
+- `agent-topic`: a first question about B, then the agent sets the topic to A's title
+  (the line's `"topic"`, `{"cmd":"topic"}` on the socket) and a follow-up about A.
+
 `baselines` runs `primd search` on such a file three ways, the turns alone, the
 follow-ups in full (the upper bound), the previous turn's text prepended to every turn
 after the first (plain concatenation), and `--conversation` (primd's own context) and
@@ -185,6 +201,51 @@ def rewrite(question, title, form):
 
 FORMS = ["pronoun", "pronoun", "there", "that", "ellipsis"]
 
+# Off-topic questions a kiosk visitor asks that a Wikipedia-like corpus cannot answer.
+OFF_TOPIC = [
+    "What is the weather like today?",
+    "Can you tell me a joke?",
+    "What time is it?",
+    "Where is the nearest bathroom?",
+    "Who won the football game last night?",
+    "What's your name?",
+    "Is it going to rain tomorrow?",
+    "How do I get to the train station?",
+    "Can you play some music?",
+    "What should I have for dinner?",
+    "How are you doing today?",
+    "Where did I park my car?",
+    "Can you call a taxi for me?",
+    "What is the wifi password?",
+    "Do you sell gift cards?",
+    "How old are you?",
+    "Are you a robot?",
+    "What's the best pizza place nearby?",
+    "Can I pay by credit card?",
+    "What day is it today?",
+]
+
+
+def drop_topic(question, title):
+    """The question with its topic mention and the preposition before it dropped ("What
+    is the population?"), or None when the topic is not after a preposition."""
+    span = find_topic(question, title)
+    if span is None:
+        return None
+    start, end = span
+    before, mention, after = question[:start], question[start:end], question[end:]
+    if mention.endswith("'s") or mention.endswith("s'"):
+        return None
+    words_before = before.split()
+    if not words_before or words_before[-1].lower() not in PREPOSITIONS:
+        return None
+    new = " ".join(words_before[:-1]) + after
+    new = re.sub(r"\s+", " ", new).strip()
+    new = re.sub(r"\s+([?.,])", r"\1", new)
+    if len(new.rstrip("?").split()) < 3 or new.lower() == question.lower():
+        return None
+    return new[0].upper() + new[1:]
+
 
 def make(args):
     rng = random.Random(args.seed)
@@ -223,6 +284,8 @@ def make(args):
                     return dict(id=q["id"], text=new, full=q["text"], form=form)
         return None
 
+    if args.derail:
+        return derail(args, rng, arts, take, titles, by_article, used)
     out = []
     for c in range(args.conversations):
         a, b = rng.sample(arts, 2)
@@ -256,6 +319,92 @@ def make(args):
           f"conversations; {dict(kinds)}; follow-up forms {dict(forms)}", file=sys.stderr)
 
 
+def derail(args, rng, arts, take, titles, by_article, used):
+    """The conversations of `make --derail` (the module's docstring)."""
+    def cueless(art):
+        for q in by_article[art]:
+            if q["id"] in used:
+                continue
+            new = drop_topic(q["text"], titles[art])
+            if new:
+                used.add(q["id"])
+                return dict(id=q["id"], text=new, full=q["text"], form="cue-less")
+        return None
+
+    def foreign(art):
+        for q in by_article[art]:
+            if q["id"] in used:
+                continue
+            new = rewrite(q["text"], titles[art], "pronoun")
+            if new:
+                used.add(q["id"])
+                return dict(id=q["id"], text=new, full=q["text"], form="pronoun")
+        return None
+
+    out = []
+    kinds = ["interjection", "repeat", "cue-less", "unanswerable", "agent-topic"]
+    for c in range(args.conversations):
+        what = kinds[c % len(kinds)]
+        a, b = rng.sample(arts, 2)
+        if what == "agent-topic":
+            a, b = b, a  # the first question is about B, the follow-up about A
+        first = take(a, False)
+        if first is None:
+            continue
+        conv = [dict(first, kind="first", article=a)]
+        if what == "interjection":
+            f1, f2 = take(a, True), take(a, True)
+            if not (f1 and f2):
+                continue
+            off = rng.choice(OFF_TOPIC)
+            plain = conv + [dict(f1, kind="follow-up", article=a),
+                            dict(f2, kind="no-interjection", article=a)]
+            conv += [dict(f1, kind="follow-up", article=a),
+                     dict(id="off", text=off, full=off, form="full", kind="interjection",
+                          article=""),
+                     dict(f2, kind="after-interjection", article=a)]
+            convs = [(f"d{c}", conv), (f"d{c}-plain", plain)]
+        elif what == "repeat":
+            f = take(a, True)
+            if not f:
+                continue
+            conv.append(dict(f, kind="follow-up", article=a))
+            conv += [dict(f, kind="repeat", article=a) for _ in range(1 + (c // 4) % 5)]
+            convs = [(f"d{c}", conv)]
+        elif what == "cue-less":
+            f = cueless(a)
+            if not f:
+                continue
+            conv.append(dict(f, kind="cue-less", article=a))
+            convs = [(f"d{c}", conv)]
+        elif what == "agent-topic":
+            f = take(b, True)
+            if not f:
+                continue
+            conv.append(dict(f, kind="agent-topic", article=b, topic=titles[b]))
+            convs = [(f"d{c}", conv)]
+        else:
+            f = foreign(b)
+            if not f:
+                continue
+            conv.append(dict(f, kind="unanswerable", article=b))
+            convs = [(f"d{c}", conv)]
+        for name, ts in convs:
+            for i, t in enumerate(ts):
+                out.append(dict(t, qid=t["id"], id=f"{name}:{i}", conversation=name))
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as f:
+        for t in out:
+            f.write(json.dumps({k: t[k] for k in ("id", "qid", "text", "conversation", "kind",
+                                                    "form", "full", "article", "topic")
+                                if k in t}) + "\n")
+    counts = defaultdict(int)
+    for t in out:
+        counts[t["kind"]] += 1
+    print(f"{args.out}: {len(out)} turns in {len({t['conversation'] for t in out})} "
+          f"conversations; {dict(counts)}", file=sys.stderr)
+
+
 def search(args, lines, extra=()):
     primd = args.primd or os.path.join(ROOT, "target", "release", "primd")
     cmd = [primd, "search", "--index", args.index, "--k", "10", *extra]
@@ -267,13 +416,17 @@ def search(args, lines, extra=()):
                                                                         out.decode().splitlines())}
 
 
+KINDS = ("first", "follow-up", "switch", "interjection", "after-interjection",
+         "no-interjection", "repeat", "cue-less", "unanswerable", "agent-topic")
+
+
 def table(turns, results, qrels):
     rows = {}
-    for kind in ("first", "follow-up", "switch"):
-        ts = [t for t in turns if t["kind"] == kind]
+    for kind in KINDS:
+        ts = [t for t in turns if t["kind"] == kind and qrels.get(t.get("qid", t["id"]))]
         h1 = h10 = mrr = 0.0
         for t in ts:
-            rel = qrels.get(t["id"], set())
+            rel = qrels.get(t.get("qid", t["id"]), set())
             ids = results.get(t["id"], [])
             rank = next((i + 1 for i, d in enumerate(ids[:10]) if d in rel), None)
             h1 += rank == 1
@@ -289,7 +442,7 @@ def baselines(args):
     qrels = load_qrels(args.qrels)
     runs = {}
     runs["alone"] = search(args, [{"id": t["id"], "text": t["text"]} for t in turns])
-    runs["full"] = search(args, [{"id": t["id"], "text": t["full"] if t["kind"] == "follow-up"
+    runs["full"] = search(args, [{"id": t["id"], "text": t["full"] if t["kind"] != "interjection"
                                   else t["text"]} for t in turns])
     prev = {}
     lines = []
@@ -299,15 +452,18 @@ def baselines(args):
         prev[t["conversation"]] = t["text"]
     runs["prepended"] = search(args, lines)
     if not args.no_context:
-        runs["context"] = search(args, [{"id": t["id"], "text": t["text"],
-                                         "conversation": t["conversation"]} for t in turns],
-                                 args.extra)
+        runs["context"] = search(args, [dict({"id": t["id"], "text": t["text"],
+                                              "conversation": t["conversation"]},
+                                             **({"topic": t["topic"]} if "topic" in t else {}))
+                                        for t in turns], args.extra)
     names = list(runs)
     tabs = {n: table(turns, runs[n], qrels) for n in names}
     print("| turn | n | " + " | ".join(names) + " |")
     print("| --- | --- | " + " | ".join("---" for _ in names) + " |")
-    for kind in ("first", "follow-up", "switch"):
+    for kind in KINDS:
         n = tabs[names[0]][kind][3]
+        if not n:
+            continue
         cells = [f"{tabs[x][kind][0]:.3f} / {tabs[x][kind][1]:.3f}" for x in names]
         print(f"| {kind} | {n} | " + " | ".join(cells) + " |")
 
@@ -336,6 +492,7 @@ def replay(args):
         convs[t["conversation"]].append(t)
     results = {}
     eou, embeds = [], []
+    lows = defaultdict(list)
     if args.via == "pipe":
         for ts in convs.values():
             inp = "".join(json.dumps({"final": t["text"]}) + "\n" for t in ts).encode()
@@ -359,6 +516,12 @@ def replay(args):
             reader = sock.makefile("r")
             for name, ts in convs.items():
                 for i, t in enumerate(ts):
+                    if "topic" in t and i > 0 and not args.no_context:
+                        # The agent sets the topic (the session exists: a turn opened it).
+                        sock.sendall((json.dumps({"cmd": "topic", "session": name,
+                                                  "text": t["topic"]}) + "\n").encode())
+                        while json.loads(reader.readline()).get("cmd") != "topic":
+                            pass
                     rec = streams.get(t["id"])
                     msgs = [{"session": name, "turn": i, "partial": p["text"]}
                             for p in (rec["partials"] if rec else [])]
@@ -375,6 +538,7 @@ def replay(args):
                         if r.get("type") == "error":
                             raise SystemExit(f"socket: {r}")
                     results[t["id"]] = [h["id"] for h in r["results"]]
+                    lows[t["kind"]].append(r.get("evidence") == "low")
                     eou.append(r.get("ms", {}).get("eou_to_result"))
                     embeds.append(r.get("counts", {}).get("embeds"))
                 sock.sendall((json.dumps({"cmd": "close", "session": name}) + "\n").encode())
@@ -389,11 +553,15 @@ def replay(args):
               f"p90 {lat[int(len(lat) * 0.9)]:.3f} ms over {len(lat)} turns; "
               f"embeds per turn {sum(emb) / max(len(emb), 1):.2f}")
     ctx = "alone" if args.no_context else "context"
-    print(f"| turn | n | {args.via}, {ctx}: hit@1 / hit@10 / MRR@10 |")
-    print("| --- | --- | --- |")
-    for kind in ("first", "follow-up", "switch"):
+    print(f"| turn | n | {args.via}, {ctx}: hit@1 / hit@10 / MRR@10 | low |")
+    print("| --- | --- | --- | --- |")
+    for kind in KINDS:
         h1, h10, mrr, n = tab[kind]
-        print(f"| {kind} | {n} | {h1:.3f} / {h10:.3f} / {mrr:.3f} |")
+        low = lows.get(kind)
+        if not n and not low:
+            continue
+        share = f"{sum(low) / len(low):.3f}" if low else "-"
+        print(f"| {kind} | {n} | {h1:.3f} / {h10:.3f} / {mrr:.3f} | {share} |")
 
 
 def main():
@@ -404,6 +572,9 @@ def main():
     m.add_argument("--out", required=True)
     m.add_argument("--seed", type=int, default=47)
     m.add_argument("--conversations", type=int, default=300)
+    m.add_argument("--derail", action="store_true",
+                   help="the conversations that derail (interjections, repeated finals, "
+                   "cue-less and unanswerable follow-ups) instead")
     b = sub.add_parser("baselines")
     b.add_argument("--conversations", required=True)
     b.add_argument("--qrels", required=True)

@@ -191,6 +191,13 @@ class AsyncClient:
         """Forgets a session's conversation (one of this connection's, or "stt")."""
         return await self._command("reset", timeout, session=session)
 
+    async def topic(self, session, text=None, passage=None, timeout=5.0):
+        """Sets a session's conversation topic (`text`, or a `passage` id; neither
+        clears it); returns the topic kept."""
+        reply = await self._command("topic", timeout, session=session, text=text,
+                                    passage=passage)
+        return reply.get("topic")
+
     async def reload(self, timeout=30.0):
         return await self._command("reload", timeout)
 

@@ -190,6 +190,13 @@ class Client:
         the pipe): its next turn is retrieved alone."""
         return self._command("reset", timeout, session=session)
 
+    def topic(self, session, text=None, passage=None, timeout=5.0):
+        """Sets the conversation topic of one of this connection's sessions (or of
+        "stt"): what the agent just answered about, as a `text` or the id of a `passage`
+        it used; neither clears it. Returns the topic kept (None: cleared)."""
+        return self._command("topic", timeout, session=session, text=text,
+                             passage=passage).get("topic")
+
     def reload(self, timeout=30.0):
         """What SIGHUP does; ServerError(`reload_failed`) if the index file is invalid
         (the old index keeps serving)."""

@@ -142,6 +142,17 @@ class TurnFeeder:
         except Exception:  # noqa: BLE001 - a reset must never break the agent
             return False
 
+    async def topic(self, text=None, passage=None):
+        """Tells primd what the agent just answered about (a `text`, or the id of a
+        `passage` it used; neither clears it): the session's next follow-ups are searched
+        with it. Returns the topic primd kept, or None (cleared, not connected, failed)."""
+        if self._client is None:
+            return None
+        try:
+            return await self._client.topic(self.session, text=text, passage=passage)
+        except Exception:  # noqa: BLE001 - a topic must never break the agent
+            return None
+
     async def close(self):
         if self._client is not None:
             await self._client.close()

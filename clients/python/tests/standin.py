@@ -49,6 +49,10 @@ class StandInClient:
             self.router.store_final(p.Result(
                 {**final_result(text, self.context), "session": session, "turn": turn, **self.verdict}))
 
+    async def topic(self, session, text=None, passage=None):
+        self.sent.append(("topic", session, None, text if passage is None else passage))
+        return text if passage is None else "Title of " + passage
+
     def result_ready(self, session, turn):
         return (session, turn) in self.router.finals
 

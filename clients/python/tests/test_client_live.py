@@ -104,6 +104,18 @@ class TwoSessions(SharedDaemon):
         self.assertLessEqual(small["tokens"], 16)
         self.assertNotIn("context", c.query("budget", 3, TICKET, timeout=60, context_tokens=0))
 
+    def test_the_agent_sets_the_topic_by_the_passage_it_used(self):
+        c = self.connect()
+        c.query("topic", 1, DOG, timeout=60)
+        self.assertEqual(c.topic("topic", passage="planetarium-shows"), "Planetarium shows")
+        r = c.query("topic", 2, "How much does it cost?", timeout=60)
+        self.assertEqual(top_id(r), "planetarium-shows")
+        self.assertEqual(r["conversation"]["topic"], "Planetarium shows")
+        self.assertIsNone(c.topic("topic"))
+        with self.assertRaises(ServerError) as e:
+            c.topic("topic", passage="no-such-passage")
+        self.assertEqual(e.exception.code, "unknown_passage")
+
     def test_reserved_session_refused(self):
         c = self.connect()
         c.final("stt", 1, TICKET)

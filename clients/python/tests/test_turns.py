@@ -39,6 +39,19 @@ class TurnMapping(unittest.TestCase):
         ])
         self.assertEqual(res["text"], "What time does the museum open on Sunday?")
 
+    def test_the_agent_tells_primd_its_topic(self):
+        async def go():
+            c = StandInClient()
+            f = TurnFeeder("unix:/nowhere", "s", client=c)
+            kept = await f.topic(passage="planetarium-shows")
+            cleared = await f.topic()
+            return c.sent, kept, cleared
+
+        sent, kept, cleared = run(go())
+        self.assertEqual(sent, [("topic", "s", None, "planetarium-shows"),
+                                ("topic", "s", None, None)])
+        self.assertEqual((kept, cleared), ("Title of planetarium-shows", None))
+
     def test_blank_transcripts_send_nothing(self):
         async def go():
             c = StandInClient()

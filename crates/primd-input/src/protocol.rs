@@ -75,6 +75,12 @@ pub enum Command {
     Reset {
         session: String,
     },
+    /// Sets a session's conversation topic: `text`, or the passage `passage` (by id);
+    /// neither clears it.
+    Topic {
+        session: String,
+        topic: TopicSource,
+    },
     Reload,
     Stats,
 }
@@ -87,11 +93,26 @@ impl Command {
             Command::Unsubscribe { .. } => "unsubscribe",
             Command::Close { .. } => "close",
             Command::Reset { .. } => "reset",
+            Command::Topic { .. } => "topic",
             Command::Reload => "reload",
             Command::Stats => "stats",
         }
     }
 }
+
+/// What `{"cmd":"topic"}` sets the topic to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TopicSource {
+    /// `"text"`: the topic as the agent names it.
+    Text(String),
+    /// `"passage"`: a passage's id (the topic is its title).
+    Passage(String),
+    /// Neither: the topic is cleared.
+    Clear,
+}
+
+/// Longest topic text, in bytes (a conversation keeps 512).
+pub const MAX_TOPIC_BYTES: usize = 512;
 
 /// Why a frame was refused: the error reply's fields.
 #[derive(Clone, Debug, PartialEq)]
@@ -229,6 +250,29 @@ pub fn parse(text: &str) -> Result<Request, Refusal> {
             "reset" => Command::Reset {
                 session: session().map_err(|r| with(r, Some(name)))?,
             },
+            "topic" => {
+                let session = session().map_err(|r| with(r, Some(name)))?;
+                let field = |key: &str| match o.get(key) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::String(s)) if s.len() <= MAX_TOPIC_BYTES => Ok(Some(s.clone())),
+                    Some(_) => Err(refuse(
+                        "bad_message",
+                        format!("\"{key}\" is a string of at most {MAX_TOPIC_BYTES} bytes"),
+                    )),
+                };
+                let text = field("text").map_err(|r| with(r, Some(name)))?;
+                let passage = field("passage").map_err(|r| with(r, Some(name)))?;
+                let topic = match (text, passage) {
+                    (Some(_), Some(_)) => {
+                        let r = refuse("bad_message", "\"text\" or \"passage\", not both");
+                        return Err(with(r, Some(name)));
+                    }
+                    (Some(t), None) if !t.trim().is_empty() => TopicSource::Text(t),
+                    (None, Some(p)) => TopicSource::Passage(p),
+                    _ => TopicSource::Clear,
+                };
+                Command::Topic { session, topic }
+            }
             _ => {
                 let shown: String = name.chars().take(64).collect();
                 let r = refuse("unknown_cmd", format!("unknown command {shown:?}"));
@@ -396,6 +440,43 @@ mod tests {
             }
         );
         assert_eq!(code(r#"{"cmd":"reset"}"#), "bad_message");
+        assert_eq!(
+            parse(r#"{"cmd":"topic","session":"k","text":"Planetarium"}"#).unwrap(),
+            Request::Command {
+                id: None,
+                cmd: Command::Topic {
+                    session: "k".into(),
+                    topic: TopicSource::Text("Planetarium".into()),
+                },
+            }
+        );
+        assert!(matches!(
+            parse(r#"{"cmd":"topic","session":"k","passage":"planetarium-shows"}"#).unwrap(),
+            Request::Command {
+                cmd: Command::Topic {
+                    topic: TopicSource::Passage(_),
+                    ..
+                },
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse(r#"{"cmd":"topic","session":"k","text":null}"#).unwrap(),
+            Request::Command {
+                cmd: Command::Topic {
+                    topic: TopicSource::Clear,
+                    ..
+                },
+                ..
+            }
+        ));
+        for bad in [
+            r#"{"cmd":"topic","session":"k","text":"a","passage":"b"}"#,
+            r#"{"cmd":"topic","session":"k","text":[1]}"#,
+            r#"{"cmd":"topic","text":"a"}"#,
+        ] {
+            assert_eq!(code(bad), "bad_message", "{bad}");
+        }
         assert!(matches!(
             parse(r#"{"session":"k","turn":0,"final":""}"#).unwrap(),
             Request::Transcript { what: What::Final(f), .. } if f.is_empty()
