@@ -8,8 +8,9 @@ cheaper design measured against it first. This script measures, on a seeded samp
 dev questions that have gold answers:
 
 - `primd context (--no-reader)`: primd's own `context` at `--context-tokens 64` and the
-  default 128, the baseline (its length is primd's own word-piece count; its best
-  sentence is the `best` span of the 128 context);
+  default 128, the baseline (its length is primd's own word-piece count; its "best
+  sentence" is the `best` span of the 128 context, which merges neighbouring chosen
+  sentences: an upper bound, not comparable with one sentence);
 - `retrieval order`: sentences in rank order, no model (the zero-cost floor);
 - `cross-encoder`: one (question, sentence) pair per sentence, batch 1;
 - `bge cosine`: bge-small-en-v1.5, CLS pooled, normalised; the question carries the
