@@ -258,6 +258,15 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
                 primd::context::to_json(&index, &packed)
             })
             .transpose()?;
+        // With the reader, as the daemon: the evidence is whether the sentences answer.
+        let confidence = match packed.reader {
+            Some(r) if budget > 0 => {
+                let promoted = primd::context::promote(&packed, &mut hits);
+                let top1 = if promoted { r.best } else { r.top1 };
+                confidence::with_reader(confidence, top1, r.best, promoted)
+            }
+            _ => confidence,
+        };
         hits.truncate(args.k as usize);
         let results = hits
             .iter()

@@ -53,7 +53,7 @@ impl Default for ReadSettings {
             sentences: 16,
             cheap_weight: 1.0,
             drop: 12.0,
-            floor: -6.0,
+            floor: -8.0,
         }
     }
 }

@@ -659,6 +659,14 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             o.confidence = confidence::of_ranked(self.cfg.retriever, &o.hits);
             o.low_evidence = confidence::is_low(o.confidence, self.cfg.low_evidence_threshold);
             self.add_context(&final_norm, &mut o);
+            if let Some(r) = o.context.reader {
+                // The reader read this turn's sentences: the passage whose sentence
+                // answers best leads, and evidence is whether they answer.
+                let promoted = crate::context::promote(&o.context, &mut o.hits);
+                let top1 = if promoted { r.best } else { r.top1 };
+                o.confidence = confidence::with_reader(o.confidence, top1, r.best, promoted);
+                o.low_evidence = confidence::is_low(o.confidence, self.cfg.low_evidence_threshold);
+            }
             o.hits.truncate(self.cfg.top_k);
             o
         });
