@@ -222,6 +222,8 @@ pub struct ContextBuilder {
     reader: Option<Reader>,
     settings: ReadSettings,
     cache: ReadCache,
+    /// Most pairs [`build`](Self::build) reads itself (the rest: what was read ahead).
+    build_pairs: usize,
 }
 
 impl Default for ContextBuilder {
@@ -239,6 +241,7 @@ impl ContextBuilder {
             reader: None,
             settings: ReadSettings::default(),
             cache: ReadCache::default(),
+            build_pairs: usize::MAX,
         }
     }
 
@@ -265,6 +268,19 @@ impl ContextBuilder {
     /// The reader back (an index swap makes a new builder).
     pub fn into_reader(self) -> Option<Reader> {
         self.reader
+    }
+
+    /// At most `pairs` read by [`build`](Self::build) itself, the best not read yet by
+    /// the cheap score first: the streaming retriever's end of speech, where what was read
+    /// ahead for the partials (stale logits when the final added words) stands in for the
+    /// rest. Default: all it reads.
+    pub fn set_build_pairs(&mut self, pairs: usize) {
+        self.build_pairs = pairs;
+    }
+
+    /// Forgets the logits read (a new utterance).
+    pub fn forget_reads(&mut self) {
+        self.cache.clear();
     }
 
     /// Whether a reader ranks the sentences.
@@ -399,7 +415,8 @@ impl ContextBuilder {
         if let Some(reader) = self.reader.as_mut() {
             let n = self.cands.len().min(self.settings.sentences);
             let (head, _) = self.cands.split_at_mut(n);
-            match read::read(reader, &mut self.cache, index, question, head, n) {
+            let budget = n.min(self.build_pairs);
+            match read::read(reader, &mut self.cache, index, question, head, budget) {
                 Ok(_) => stop = read::fuse(&mut self.cands, &self.settings),
                 Err(e) => log::warn!("the reader failed, context by the cheap score: {e}"),
             }

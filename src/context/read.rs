@@ -58,37 +58,69 @@ impl Default for ReadSettings {
     }
 }
 
-/// Logits the reader gave, for one question text.
+/// Logits the reader gave: for the question text it read last (fresh), and for the
+/// texts before it (stale: an earlier partial of the same utterance, which the final
+/// usually extends by a word or two).
 #[derive(Debug, Default)]
 pub struct ReadCache {
-    /// Hash of the question they were read against (0: none yet).
+    /// Hash of the question the fresh logits were read against (0: none yet).
     question: u64,
-    logits: FixedVec<(u32, f32), MAX_READ>,
+    /// (sentence, logit, fresh).
+    logits: FixedVec<(u32, f32, bool), MAX_READ>,
     /// Pairs read since the cache was made (measurement).
     pub pairs: u64,
 }
 
 impl ReadCache {
-    /// Forgets the logits unless they were read against `question`.
+    /// Makes `question` the fresh one: logits read for another text become stale.
     fn switch(&mut self, question: &str) {
         let h = xxh3_64(question.as_bytes()).max(1);
         if h != self.question {
             self.question = h;
-            self.logits.clear();
+            self.logits.iter_mut().for_each(|e| e.2 = false);
         }
     }
 
-    fn get(&self, sentence: u32) -> Option<f32> {
+    /// Forgets every logit (a new utterance: the last one's are about another question).
+    pub fn clear(&mut self) {
+        self.question = 0;
+        self.logits.clear();
+    }
+
+    fn get(&self, sentence: u32) -> Option<(f32, bool)> {
         self.logits
             .iter()
-            .find(|(s, _)| *s == sentence)
-            .map(|(_, l)| *l)
+            .find(|e| e.0 == sentence)
+            .map(|e| (e.1, e.2))
+    }
+
+    /// Remembers a fresh logit, in place of the sentence's stale one, else of any stale
+    /// one when full.
+    fn put(&mut self, sentence: u32, logit: f32) {
+        let slot = self
+            .logits
+            .iter()
+            .position(|e| e.0 == sentence)
+            .or_else(|| {
+                self.logits
+                    .is_full()
+                    .then(|| self.logits.iter().position(|e| !e.2))
+                    .flatten()
+            });
+        match slot {
+            Some(i) => self.logits[i] = (sentence, logit, true),
+            None => {
+                let _ = self.logits.push((sentence, logit, true));
+            }
+        }
     }
 }
 
 /// Reads the first `n` of `cands` (sorted best cheap score first) against `question`,
-/// taking what `cache` holds and reading at most `budget` pairs more; returns the pairs
-/// read. A sentence not read has no logit yet (`Cand::logit` NaN).
+/// taking the fresh logits `cache` holds and reading at most `budget` pairs more, the
+/// sentences with no logit at all first, then those with a stale one; a sentence left
+/// unread keeps its stale logit (`stale`: true) or has none (`Cand::logit` NaN). Returns
+/// the pairs read.
 pub(crate) fn read(
     reader: &mut Reader,
     cache: &mut ReadCache,
@@ -99,9 +131,24 @@ pub(crate) fn read(
 ) -> Result<usize, EmbedError> {
     cache.switch(question);
     let mut todo: FixedVec<usize, MAX_READ> = FixedVec::new();
+    let mut stale: FixedVec<usize, MAX_READ> = FixedVec::new();
     for (i, c) in cands.iter_mut().enumerate().take(MAX_READ) {
-        c.logit = cache.get(c.sentence).unwrap_or(f32::NAN);
-        if c.logit.is_nan() && todo.len() < budget {
+        match cache.get(c.sentence) {
+            Some((l, true)) => c.logit = l,
+            Some((l, false)) => {
+                c.logit = l;
+                let _ = stale.push(i);
+            }
+            None => {
+                c.logit = f32::NAN;
+                if todo.len() < budget {
+                    let _ = todo.push(i);
+                }
+            }
+        }
+    }
+    for &i in &stale {
+        if todo.len() < budget {
             let _ = todo.push(i);
         }
     }
@@ -120,7 +167,7 @@ pub(crate) fn read(
         reader.score_titled(&pairs, &mut out[..pairs.len()])?;
         for (&i, &l) in chunk.iter().zip(&out) {
             cands[i].logit = l;
-            let _ = cache.logits.push((cands[i].sentence, l));
+            cache.put(cands[i].sentence, l);
         }
         cache.pairs += chunk.len() as u64;
     }
@@ -212,14 +259,26 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_answers_only_for_its_question_text() {
+    fn the_cache_keeps_earlier_texts_logits_as_stale_and_a_new_utterance_forgets_them() {
         let mut cache = ReadCache::default();
         cache.switch("when does it open");
-        let _ = cache.logits.push((7, 2.5));
-        assert_eq!(cache.get(7), Some(2.5));
+        cache.put(7, 2.5);
+        assert_eq!(cache.get(7), Some((2.5, true)));
         cache.switch("when does it open");
-        assert_eq!(cache.get(7), Some(2.5), "same text: kept");
-        cache.switch("when does it close");
-        assert_eq!(cache.get(7), None, "another text: forgotten");
+        assert_eq!(cache.get(7), Some((2.5, true)), "same text: fresh");
+        cache.switch("when does it open on sundays");
+        assert_eq!(cache.get(7), Some((2.5, false)), "another text: stale");
+        cache.put(7, 3.0);
+        assert_eq!(cache.get(7), Some((3.0, true)), "read again: fresh, one entry");
+        // Full of stale logits: a new one takes a stale place.
+        cache.switch("another question");
+        for s in 100..100 + MAX_READ as u32 {
+            cache.put(s, 0.0);
+        }
+        cache.switch("and another");
+        cache.put(999, 1.0);
+        assert_eq!(cache.get(999), Some((1.0, true)));
+        cache.clear();
+        assert_eq!(cache.get(999), None);
     }
 }

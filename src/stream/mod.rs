@@ -361,6 +361,8 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
     /// reading ahead while the user speaks ([`idle`](Self::idle)).
     pub fn set_reader(&mut self, reader: crate::embed::reader::Reader, settings: ReadSettings) {
         self.context = ContextBuilder::with_reader(reader, settings);
+        // After the end of speech, one batch at most: what was read ahead covers the rest.
+        self.context.set_build_pairs(crate::context::read::STEP);
     }
 
     /// Whether a reader ranks the sentences.
@@ -858,6 +860,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         self.u.context = true;
         self.u.context_tokens = None;
         self.u.read_top = None;
+        self.context.forget_reads();
     }
 
     fn embed_current(&mut self) -> Result<(), EmbedError> {
