@@ -378,6 +378,7 @@ impl ContextBuilder {
             question,
             &mut self.cands[..n],
             max_pairs,
+            true,
         )
     }
 
@@ -415,8 +416,17 @@ impl ContextBuilder {
         if let Some(reader) = self.reader.as_mut() {
             let n = self.cands.len().min(self.settings.sentences);
             let (head, _) = self.cands.split_at_mut(n);
-            let budget = n.min(self.build_pairs);
-            match read::read(reader, &mut self.cache, index, question, head, budget) {
+            // Streaming (a limited budget): stale logits stand, only unread ones are read.
+            let (budget, refresh) = (n.min(self.build_pairs), self.build_pairs == usize::MAX);
+            match read::read(
+                reader,
+                &mut self.cache,
+                index,
+                question,
+                head,
+                budget,
+                refresh,
+            ) {
                 Ok(_) => stop = read::fuse(&mut self.cands, &self.settings),
                 Err(e) => log::warn!("the reader failed, context by the cheap score: {e}"),
             }

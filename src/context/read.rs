@@ -118,8 +118,8 @@ impl ReadCache {
 
 /// Reads the first `n` of `cands` (sorted best cheap score first) against `question`,
 /// taking the fresh logits `cache` holds and reading at most `budget` pairs more, the
-/// sentences with no logit at all first, then those with a stale one; a sentence left
-/// unread keeps its stale logit (`stale`: true) or has none (`Cand::logit` NaN). Returns
+/// sentences with no logit at all first, then (`refresh`) those with a stale one; a
+/// sentence left unread keeps its stale logit or has none (`Cand::logit` NaN). Returns
 /// the pairs read.
 pub(crate) fn read(
     reader: &mut Reader,
@@ -128,6 +128,7 @@ pub(crate) fn read(
     question: &str,
     cands: &mut [Cand],
     budget: usize,
+    refresh: bool,
 ) -> Result<usize, EmbedError> {
     cache.switch(question);
     let mut todo: FixedVec<usize, MAX_READ> = FixedVec::new();
@@ -147,7 +148,7 @@ pub(crate) fn read(
             }
         }
     }
-    for &i in &stale {
+    for &i in stale.iter().filter(|_| refresh) {
         if todo.len() < budget {
             let _ = todo.push(i);
         }
@@ -269,7 +270,11 @@ mod tests {
         cache.switch("when does it open on sundays");
         assert_eq!(cache.get(7), Some((2.5, false)), "another text: stale");
         cache.put(7, 3.0);
-        assert_eq!(cache.get(7), Some((3.0, true)), "read again: fresh, one entry");
+        assert_eq!(
+            cache.get(7),
+            Some((3.0, true)),
+            "read again: fresh, one entry"
+        );
         // Full of stale logits: a new one takes a stale place.
         cache.switch("another question");
         for s in 100..100 + MAX_READ as u32 {
