@@ -322,3 +322,42 @@ mod same_ranking_tests {
         assert!(same_ranking(&want[..9], &want, SHOWN).is_err());
     }
 }
+
+/// The reader on this architecture's int8 kernels (NEON, `sdot` under qemu) against
+/// onnxruntime on x86 (tests/data/reader-reference.jsonl): a few pairs, since qemu is
+/// slow; the full comparison is tests/reader.rs.
+#[test]
+fn reader_logits_match_the_x86_reference() {
+    #[derive(serde::Deserialize)]
+    struct Pair {
+        question: String,
+        sentence: String,
+        logit: f32,
+    }
+    let text = std::fs::read_to_string(common::data("reader-reference.jsonl")).unwrap();
+    let pairs: Vec<Pair> = text
+        .lines()
+        .take(8)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        pairs.len(),
+        8,
+        "tests/data/reader-reference.jsonl lost its pairs"
+    );
+    let mut r = primd::embed::reader::Reader::load(&common::model_dir().join("reader")).unwrap();
+    for p in &pairs {
+        r.set_question(&p.question).unwrap();
+        let mut out = [0.0];
+        r.score(&[p.sentence.as_str()], &mut out).unwrap();
+        assert!(
+            (out[0] - p.logit).abs() < 1.0,
+            "{} for {:?} / {:?} on {}, onnxruntime {}",
+            out[0],
+            p.question,
+            p.sentence,
+            machine(),
+            p.logit
+        );
+    }
+}
