@@ -42,6 +42,12 @@ pub(crate) fn daemon_opts(
     let c = cfg(&index, Layer1::default());
     let live = Arc::new(LiveIndex::fixed(index));
     let inbox = Inbox::new(live.clone());
+    // Known before the daemon's thread starts (it stores the same): a command sent at
+    // once must not race it.
+    inbox
+        .shared
+        .stt_pipe
+        .store(input.is_some(), std::sync::atomic::Ordering::Relaxed);
     let hub = inbox.hub();
     let (sig_tx, sig_rx) = bounded(8);
     let (res_tx, res_rx) = bounded(1);
