@@ -42,8 +42,10 @@ pub struct ReadSettings {
     /// The context stops at sentences whose fused score is more than this under the
     /// best one's.
     pub drop: f32,
-    /// No sentence the reader scores below this is handed over, the best included: an
-    /// off-topic question gets an empty context rather than the least bad sentences.
+    /// No sentence the reader scores below this is handed over but the best, and that
+    /// one alone when all are below: an off-topic question (or one the recognizer
+    /// garbled) gets one sentence, which `evidence` marks, rather than a budget of the
+    /// least bad ones.
     pub floor: f32,
 }
 
@@ -118,9 +120,9 @@ impl ReadCache {
 
 /// Reads the first `n` of `cands` (sorted best cheap score first) against `question`,
 /// taking the fresh logits `cache` holds and reading at most `budget` pairs more, the
-/// sentences with no logit at all first, then (`refresh`) those with a stale one; a
-/// sentence left unread keeps its stale logit or has none (`Cand::logit` NaN). Returns
-/// the pairs read.
+/// sentences with no logit at all first, then (`refresh`) those with a stale one;
+/// without `refresh` only unread ones among the first `budget`. A sentence left unread
+/// keeps its stale logit or has none (`Cand::logit` NaN). Returns the pairs read.
 pub(crate) fn read(
     reader: &mut Reader,
     cache: &mut ReadCache,
@@ -142,7 +144,10 @@ pub(crate) fn read(
             }
             None => {
                 c.logit = f32::NAN;
-                if todo.len() < budget {
+                // Without `refresh` (end of speech) only the first `budget` by the cheap
+                // score are read: a sentence further down that reading ahead did not
+                // reach waits for no one.
+                if todo.len() < budget && (refresh || i < budget) {
                     let _ = todo.push(i);
                 }
             }
@@ -176,7 +181,7 @@ pub(crate) fn read(
 }
 
 /// How to pack after [`fuse`]: the fused score under which packing stops, and whether
-/// the best sentence is below the reader's floor (then nothing is handed over).
+/// the best sentence is below the reader's floor (then it alone is handed over).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Stop {
     pub below: f32,
@@ -250,7 +255,7 @@ mod tests {
         // Every read sentence above every unread one; unread ones keep their order.
         let lowest_read = c[..3].iter().map(|x| x.score).fold(f32::MAX, f32::min);
         assert!(c[3].score < lowest_read && c[4].score < c[3].score);
-        // Nothing above the floor: an empty context.
+        // Nothing above the floor: the best sentence alone.
         let mut off = [cand(0, 0.9, -7.0), cand(1, 0.8, -9.0)];
         assert!(fuse(&mut off, &s).unwrap().empty);
         // Nothing read: no stop (the cheap order decides, as without a reader).
