@@ -82,8 +82,9 @@ def build(args, corpus_rows, path):
 def search(args, retriever, index, queries):
     """`primd search` of `queries` [(id, text)] → {id: result line}."""
     payload = "".join(json.dumps({"id": q, "text": t}) + "\n" for q, t in queries)
+    extra = ["--no-reader"] if args.no_reader else []
     out = subprocess.run([args.primd, "search", "--model", args.model, "--index", index,
-                          "--k", "10", "--retriever", retriever],
+                          "--k", "10", "--retriever", retriever] + extra,
                          input=payload.encode(), capture_output=True, check=True).stdout
     return {json.loads(l)["id"]: json.loads(l) for l in out.decode().splitlines()}
 
@@ -106,6 +107,8 @@ def rows_for(args, retriever, indexes, queries, finals, qrels, corpus_by_article
                 "setting": setting, "id": q, "words": words(text), "passages": passages,
                 "article": group(q), "scores": [h["score"] for h in res[:3]],
                 "dense": res[0].get("dense"), "label": int(res[0]["id"] in qrels.get(q, ())),
+                # primd's own confidence as shipped (with the reader, when it ran).
+                "confidence": got[q].get("confidence"),
             })
 
     qart = {q: article(next(iter(qrels[q]))) for q, _ in queries}
@@ -185,6 +188,8 @@ def main():
     ap.add_argument("--build-index", default=os.path.join(target, "release", "build-index"))
     ap.add_argument("--retriever", default=",".join(RETRIEVERS))
     ap.add_argument("--fit-only", action="store_true", help="reuse OUT/rows-*.jsonl")
+    ap.add_argument("--no-reader", action="store_true",
+                    help="search without the reader (primd search --no-reader)")
     ap.add_argument("--fp32", action="store_true", help="build the indexes with the fp32 "
                     "model (primd search then embeds the questions with it too): 14x "
                     "quicker than int8 in a debug build, the same retrieval quality")
@@ -217,6 +222,8 @@ def main():
 
     for r in retrievers:
         rows = [json.loads(l) for l in open(os.path.join(args.out, f"rows-{r}.jsonl"))]
+        print(f"## {r}: primd's own confidence{' (--no-reader)' if args.no_reader else ''}")
+        shipped(rows)
         old = predict(OLD[r], [features(x, r, False) for x in rows])
         report(f"## {r}: src/confidence.rs before (fit on the whole corpus only)", rows, old)
         for with_words in [False, True]:
@@ -228,6 +235,23 @@ def main():
             w = fit([features(x, r, with_words) for x in train], [x["label"] for x in train])
             print(f"\n// {r}{' +1/words' if with_words else ''}: "
                   f"[{', '.join(f'{v:.4f}' for v in w)}]")
+
+
+
+def shipped(rows, threshold=0.5):
+    """primd's own `confidence` (as `primd search` printed it) per setting: a right
+    top-1 flagged `low`, a wrong one passed `ok`."""
+    by = collections.defaultdict(list)
+    for r in rows:
+        if r.get("confidence") is not None:
+            by[r["setting"]].append(r)
+    for setting, rs in sorted(by.items()):
+        right = [r for r in rs if r["label"]]
+        wrong = [r for r in rs if not r["label"]]
+        rl = sum(r["confidence"] < threshold for r in right) / max(1, len(right))
+        wo = sum(r["confidence"] >= threshold for r in wrong) / max(1, len(wrong))
+        print(f"  as shipped, {setting}: {len(rs)} questions, hit@1 {len(right) / len(rs):.3f}, "
+              f"right top-1 low {rl:.3f}, wrong top-1 ok {wo:.3f}")
 
 
 if __name__ == "__main__":
