@@ -324,8 +324,8 @@ mod same_ranking_tests {
 }
 
 /// The reader on this architecture's int8 kernels (NEON, `sdot` under qemu) against
-/// onnxruntime on x86 (tests/data/reader-reference.jsonl): a few pairs, since qemu is
-/// slow; the full comparison is tests/reader.rs.
+/// onnxruntime on x86 (tests/data/reader-reference.jsonl): four pairs (one answering,
+/// three not), since qemu is slow; the full comparison is tests/reader.rs.
 #[test]
 fn reader_logits_match_the_x86_reference() {
     #[derive(serde::Deserialize)]
