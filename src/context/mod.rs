@@ -293,16 +293,6 @@ impl ContextBuilder {
         self.cache.pairs
     }
 
-    /// The reader's best logit in the last context built (NaN: no reader, or nothing
-    /// read).
-    pub fn best_logit(&self) -> f32 {
-        self.cands
-            .iter()
-            .map(|c| c.logit)
-            .filter(|l| !l.is_nan())
-            .fold(f32::NAN, f32::max)
-    }
-
     /// The candidate sentences of `hits`' top passages, scored cheaply and sorted best
     /// first. False when there are none to read (no sentences in the index).
     fn candidates(

@@ -438,11 +438,6 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         &self.cfg
     }
 
-    /// Gives the embedder back (the daemon moves it to a retriever over a new index).
-    pub fn into_embedder(self) -> E {
-        self.embedder
-    }
-
     /// The embedder and the reader back, for the next retriever (an index swap).
     pub fn into_parts(self) -> (E, Option<crate::embed::reader::Reader>) {
         (self.embedder, self.context.into_reader())
