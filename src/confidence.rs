@@ -112,6 +112,20 @@ pub fn of_ranked(retriever: Retriever, hits: &Ranked) -> Option<f32> {
 /// retriever; docs/confidence.md): the top-1's own best sentence raises it, a better
 /// sentence elsewhere lowers it.
 const READER: [f32; 5] = [0.8336, 0.4801, 0.616, -0.4857, -0.6097];
+/// The reader's logit on the top-1's best sentence at which it alone bounds the
+/// confidence at one half: the confidence is at most `σ(top1 − READER_BOUND)`, so that a
+/// top-1 the reader finds nothing in is `low` even when the retrieval is sure of it: an
+/// off-topic question whose words a passage shares ("How do I get to the train
+/// station?", 0.71 `ok` without the bound), a follow-up the topic has no answer to.
+/// Dev (2026-12-07, `primd search`), bound at none / −6 / −4 / −2: off-topic
+/// interjections in conversations `low` 0.881 / 0.924 / 0.975 / 0.975; unanswerable
+/// follow-ups 0.442 / 0.465 / 0.535 / 0.589; right first turns flagged `low` 0.113 /
+/// 0.118 / 0.126 / 0.161; one-article (kiosk) corpora, off-topic questions passed `ok`
+/// 0.021 / 0.004 / 0.002 / 0.002 and right answers flagged `low` 0.053 / 0.066 / 0.078 /
+/// 0.102; recognizer finals' right answers flagged `low` 0.167 / 0.204 / 0.259 / 0.278
+/// (a garbled question reads low against its own answer). −6: off-topic questions go
+/// `low` at the least cost to right answers spoken through a recognizer.
+const READER_BOUND: f32 = -6.0;
 /// A logit for "nothing read" (no sentence of that passage read): the reader's range
 /// is about -12..9.
 const UNREAD: f32 = -12.0;
@@ -128,7 +142,15 @@ pub fn with_reader(retrieval: Option<f32>, top1: f32, best: f32, promoted: bool)
         + READER[2] * read(top1)
         + READER[3] * read(best)
         + READER[4] * f32::from(u8::from(promoted));
-    Some(1.0 / (1.0 + (-z).exp()))
+    let fused = 1.0 / (1.0 + (-z).exp());
+    // The reader alone bounds it: a top-1 none of whose sentences it reads as an answer
+    // is not confident, however confident the retrieval (its terms may be the topic's).
+    let bound = if top1.is_finite() {
+        1.0 / (1.0 + (READER_BOUND - top1).exp())
+    } else {
+        1.0
+    };
+    Some(fused.min(bound))
 }
 
 /// Whether the top-1 should not be presented as the answer: below `threshold`, or no
@@ -167,6 +189,13 @@ mod tests {
         assert_eq!(with_reader(None, 5.0, 5.0, false), None);
         let unread = with_reader(Some(0.7), f32::NAN, f32::NAN, true).unwrap();
         assert!(unread.is_finite() && (0.0..=1.0).contains(&unread));
+        // A retrieval sure of a passage the reader finds no answer in ("How do I get to
+        // the train station?" to an encyclopedia): low, whatever else it read.
+        let off = with_reader(Some(0.97), -7.3, -6.7, false).unwrap();
+        assert!(off < 0.5, "{off}");
+        // The bound leaves an answering top-1 alone.
+        let fused = with_reader(Some(0.9), 5.0, 5.0, false).unwrap();
+        assert!(fused > 0.9, "{fused}");
     }
 
     #[test]

@@ -112,29 +112,69 @@ pub struct ReaderScores {
 }
 
 /// How much better (in logit) the reader must find a sentence of another of the top
-/// passages than the top-1's best for that passage to become the top-1: chosen on the
-/// dev questions (0 to 2 give within half a point of each other; hit@1 0.725 → 0.775 on
-/// 1,200 typed questions, 0.700 → 0.720 on the 150 recognizer finals).
+/// passages than the top-1's best for that passage to become the top-1, when the
+/// retriever ranked it second; each place further down adds [`PROMOTE_STEP`]. Chosen on
+/// the dev questions (0 to 2 give within half a point of each other; hit@1 0.725 →
+/// 0.775 on 1,200 typed questions, 0.700 → 0.720 on the 150 recognizer finals).
 pub const PROMOTE_MARGIN: f32 = 1.0;
 
+/// What each place a passage stands further down the retriever's ranking adds to
+/// [`PROMOTE_MARGIN`]: the retriever's order is evidence too. With one flat margin,
+/// "When does the museum open?" on the demo gave the Harbour Lates ("the museum opens
+/// for adults only from 18:30"), fourth by the retriever, over the opening hours.
+/// Dev (2026-12-07, `primd search`, hit@1): flat 1.0: 0.793 / 0.792 on two sets of 600
+/// typed questions, 0.733 on the 150 recognizer finals; with 0.5 a place: 0.798 /
+/// 0.788, 0.740; 1.0 a place: 0.797 / 0.782, 0.747; only the top 3: 0.788 / 0.777, 0.733.
+pub const PROMOTE_STEP: f32 = 0.5;
+
+/// The reader's logit from which the top-1 passage's best sentence is the one a voice
+/// answer speaks, when the reader found a better one in a passage it did not promote
+/// ("above 0: more likely to answer than not"): the spoken sentence and the first
+/// result agree ("When does the museum open?" spoke the adults-only evening's "the
+/// museum opens for adults only from 18:30" under the opening hours). Dev, 600 typed
+/// questions, answer in a 32 / 64 / 128-token context: the overall best first 0.632 /
+/// 0.743 / 0.827; the top-1's always 0.620 / 0.740 / 0.827; from this logit on 0.623 /
+/// 0.742 / 0.827: a point at 32 tokens paid for answers that agree with their passage.
+pub const LEAD_LOGIT: f32 = 0.0;
+
+/// The margin a passage at `pos` (0: the top-1) needs to be promoted.
+fn promote_margin(pos: usize) -> f32 {
+    PROMOTE_MARGIN + PROMOTE_STEP * pos.saturating_sub(1) as f32
+}
+
 /// Moves the passage of the reader's best sentence to the top of `hits` when the reader
-/// prefers it to every sentence of the top-1 by [`PROMOTE_MARGIN`]; returns whether it
-/// did. Nothing without a reader.
+/// prefers it to every sentence of the top-1 by its margin ([`PROMOTE_MARGIN`],
+/// [`PROMOTE_STEP`]); returns whether it did. Nothing without a reader.
 pub fn promote(c: &Context, hits: &mut [Scored]) -> bool {
-    let Some(r) = c.reader else {
-        return false;
-    };
-    let top1 = if r.top1.is_finite() { r.top1 } else { -1e9 };
-    let pos = r
-        .passage
-        .and_then(|p| hits.iter().position(|h| h.index == p));
-    match pos {
-        Some(pos) if pos > 0 && r.best - top1 > PROMOTE_MARGIN => {
+    match c.reader.and_then(|r| promoted(&r, hits)) {
+        Some(pos) => {
             hits[..=pos].rotate_right(1);
             true
         }
-        _ => false,
+        None => false,
     }
+}
+
+/// Where in `hits` the passage [`promote`] moves to the top stands, if it moves one.
+fn promoted(r: &ReaderScores, hits: &[Scored]) -> Option<usize> {
+    let top1 = if r.top1.is_finite() { r.top1 } else { -1e9 };
+    let pos = r
+        .passage
+        .and_then(|p| hits.iter().position(|h| h.index == p))?;
+    (pos > 0 && r.best - top1 > promote_margin(pos)).then_some(pos)
+}
+
+/// The evidence of results whose context the reader read: the passage of its best
+/// sentence leads ([`promote`]), and the retriever's `retrieval` confidence is fused with
+/// what the reader said of the top-1 ([`confidence::with_reader`]). Without the reader's
+/// scores, `retrieval` as it is. What the daemon, `primd search` and `primd eval` all do.
+pub fn judge(c: &Context, hits: &mut [Scored], retrieval: Option<f32>) -> Option<f32> {
+    let Some(r) = c.reader else {
+        return retrieval;
+    };
+    let promoted = promote(c, hits);
+    let top1 = if promoted { r.best } else { r.top1 };
+    crate::confidence::with_reader(retrieval, top1, r.best, promoted)
 }
 
 impl Context {
@@ -449,7 +489,22 @@ impl ContextBuilder {
         // Nothing the reader finds above its floor (an off-topic question, or one the
         // recognizer garbled): the best sentence alone, which `evidence` marks.
         let below = stop.map(|s| if s.empty { f32::INFINITY } else { s.below });
-        pack::sentences(index, &mut self.cands, budget, below, count, out);
+        // The sentence a voice answer speaks is the answer passage's: when the reader's
+        // best sentence is in a passage it does not promote, the top-1's best sentence
+        // leads instead, if the reader reads it as an answer too (logit ≥ 0) and it is
+        // packed at all.
+        let lead = out
+            .reader
+            .filter(|r| r.passage != Some(hits[0].index) && promoted(r, hits).is_none())
+            .and_then(|_| {
+                self.cands
+                    .iter()
+                    .filter(|c| c.passage == hits[0].index && c.logit >= LEAD_LOGIT)
+                    .filter(|c| below.is_none_or(|b| c.score >= b))
+                    .max_by(|a, b| a.score.total_cmp(&b.score))
+                    .map(|c| c.sentence)
+            });
+        pack::sentences(index, &mut self.cands, budget, below, lead, count, out);
     }
 }
 

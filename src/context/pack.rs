@@ -114,17 +114,22 @@ pub(crate) fn cut(text: &str, budget: u32, count: &mut dyn FnMut(&str) -> usize)
 
 /// Chooses among `cands` (scored) within `budget` and writes the spans to `out`. With
 /// `stop`, a sentence scored below it is never taken (the best always is) and the budget
-/// is a ceiling, not a target: nothing fills what is left.
+/// is a ceiling, not a target: nothing fills what is left. `lead` (a sentence of `cands`)
+/// is taken as the best whatever its score: the answer passage's own best sentence.
 pub(crate) fn sentences(
     index: &Index,
     cands: &mut [Cand],
     budget: u32,
     stop: Option<f32>,
+    lead: Option<u32>,
     count: &mut dyn FnMut(&str) -> usize,
     out: &mut Context,
 ) {
     // Best first; the sort is stable on equal scores (earlier passage, earlier sentence).
     cands.sort_by(|a, b| b.score.total_cmp(&a.score));
+    if let Some(i) = lead.and_then(|l| cands.iter().position(|c| c.sentence == l)) {
+        cands[..=i].rotate_right(1);
+    }
     let best = cands.first().map(|c| c.sentence);
     let mut left = budget;
     for i in 0..cands.len() {

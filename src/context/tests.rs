@@ -257,3 +257,50 @@ fn best_is_one_sentence_alone_and_absent_when_nothing_is_packed() {
         assert_eq!(to_json(&index, &c).unwrap().best, None);
     }
 }
+
+fn ranked(n: u32) -> Vec<Scored> {
+    (0..n)
+        .map(|i| Scored {
+            index: i,
+            score: 1.0 - i as f32 * 0.1,
+            dense: None,
+            bm25: None,
+        })
+        .collect()
+}
+
+fn read(passage: u32, best: f32, top1: f32) -> Context {
+    Context {
+        reader: Some(ReaderScores {
+            best,
+            top1,
+            passage: Some(passage),
+        }),
+        ..Context::default()
+    }
+}
+
+/// The reader moves a passage whose sentence answers clearly better to the top, and a
+/// passage the retriever ranked further down needs a clearer lead ("When does the museum
+/// open?" must not give the adults-only evening, fourth, over the opening hours).
+#[test]
+fn the_reader_promotes_a_clearly_better_passage_more_readily_near_the_top() {
+    let order = |h: &[Scored]| h.iter().map(|s| s.index).collect::<Vec<_>>();
+    let mut hits = ranked(5);
+    assert!(promote(&read(1, 6.0, 4.5), &mut hits), "second, 1.5 ahead");
+    assert_eq!(order(&hits), [1, 0, 2, 3, 4]);
+    let mut hits = ranked(5);
+    assert!(!promote(&read(1, 6.0, 5.5), &mut hits), "second, 0.5 ahead");
+    assert_eq!(order(&hits), [0, 1, 2, 3, 4]);
+    let mut hits = ranked(5);
+    assert!(!promote(&read(3, 7.3, 6.2), &mut hits), "fourth, 1.1 ahead");
+    assert_eq!(order(&hits), [0, 1, 2, 3, 4]);
+    let mut hits = ranked(5);
+    assert!(promote(&read(3, 9.0, 6.2), &mut hits), "fourth, 2.8 ahead");
+    assert_eq!(order(&hits), [3, 0, 1, 2, 4]);
+    // The top-1 itself, or no reader: nothing moves, and the evidence is the retriever's.
+    let mut hits = ranked(5);
+    assert!(!promote(&read(0, 9.0, 9.0), &mut hits));
+    assert_eq!(judge(&Context::default(), &mut hits, Some(0.4)), Some(0.4));
+    assert_eq!(order(&hits), [0, 1, 2, 3, 4]);
+}
