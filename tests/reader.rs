@@ -196,3 +196,74 @@ fn the_context_holds_the_answer_and_stops_where_the_score_drops() {
         "{with} tokens with the reader, {without} without"
     );
 }
+
+/// `primd search` over lines of a conversation (stdin): each result line.
+fn converse(index: &std::path::Path, turns: &[&str]) -> Vec<serde_json::Value> {
+    let input: String = turns
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            serde_json::json!({"id": i, "text": t, "conversation": "visitor"}).to_string() + "\n"
+        })
+        .collect();
+    let out = common::on_index(index, &["search"], input.as_bytes());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The sentence a voice answer speaks: the context's `best` span.
+fn spoken(corpus: &str, r: &serde_json::Value) -> String {
+    let c = &r["context"];
+    let span = &c["spans"][c["best"].as_u64().expect("a best span") as usize];
+    let id = span["passage"].as_str().unwrap();
+    let text = corpus
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|p| p["id"] == id)
+        .unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (a, b) = (
+        span["start"].as_u64().unwrap() as usize,
+        span["end"].as_u64().unwrap() as usize,
+    );
+    text.chars().skip(a).take(b - a).collect()
+}
+
+/// A follow-up is read as its conversation resolved it: "How much does it cost?" after
+/// the planetarium speaks the planetarium's price, confidently, not general admission
+/// (what the words alone ask for); and the flagship question keeps the opening hours
+/// first, however well the adults-only evening's "the museum opens ..." reads.
+#[test]
+fn a_follow_up_is_answered_about_its_topic_and_the_opening_hours_stay_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = common::build_demo_index(dir.path());
+    let corpus = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("demo/corpus.jsonl"),
+    )
+    .unwrap();
+    let r = converse(
+        &index,
+        &[
+            "What time do the planetarium shows start?",
+            "How much does it cost?",
+            "Tell me about the Glow exhibition",
+            "What does it cost?",
+        ],
+    );
+    assert_eq!(r[1]["results"][0]["id"], "planetarium-shows", "{}", r[1]);
+    assert_eq!(r[1]["evidence"], "ok", "{}", r[1]);
+    let said = spoken(&corpus, &r[1]);
+    assert!(said.contains("planetarium ticket costs"), "{said}");
+    assert_eq!(r[3]["results"][0]["id"], "temporary-exhibition", "{}", r[3]);
+    let said = spoken(&corpus, &r[3]);
+    assert!(said.contains("£6"), "{said}");
+
+    let r = search(&index, "When does the museum open?", &[]);
+    assert_eq!(r["results"][0]["id"], "opening-hours", "{r}");
+    let said = spoken(&corpus, &r);
+    assert!(said.contains("open Tuesday to Sunday"), "{said}");
+}

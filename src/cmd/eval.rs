@@ -117,6 +117,13 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<()> {
             }),
             None => None,
         },
+        // The stream replays run as the daemon does: with the reader when it is there.
+        stream_reader: match &streams {
+            Some(_) => {
+                super::reader_dir(&args.model.model, &args.reader)?.map(|dir| (dir, cfg.reader))
+            }
+            None => None,
+        },
     };
     // Each worker forks its own embedder; the model is loaded once (an `Embedder` is
     // `Send` but not `Sync`, hence the lock, taken once per worker).
@@ -194,7 +201,20 @@ fn conversations(
         lexical_candidates: cfg.stream.lexical_candidates,
         fusion: cfg.stream.fusion,
     };
-    let rows = conv::evaluate(index, &mut embedder, &params, &conversation, &turns, &qrels)?;
+    // As the daemon runs: with the reader when it is there (`--no-reader`: without).
+    let mut reading = super::load_reader(&args.model.model, &args.reader)?.map(|r| conv::Reading {
+        builder: primd::context::ContextBuilder::with_reader(r, cfg.reader),
+        budget: cfg.stream.context_tokens,
+    });
+    let rows = conv::evaluate(
+        index,
+        &mut embedder,
+        &params,
+        &conversation,
+        &turns,
+        &qrels,
+        reading.as_mut(),
+    )?;
     if args.json {
         println!("{}", serde_json::to_string(&rows)?);
     } else {

@@ -172,6 +172,8 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
     let mut normalizer = Normalizer::new(cfg.fillers.iter().map(String::as_str));
     normalizer.set_rules(index.word_rules());
     let mut norm = String::new();
+    let mut resolved = String::new();
+    let mut spare = primd::context::Context::default();
     let mut answer = |id: &serde_json::Value,
                       raw: &str,
                       conv: Option<Turn<'_>>,
@@ -208,65 +210,94 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
         } else {
             searcher.search(&params, query.as_ref(), text, &mut hits)
         };
-        let used = match conv {
-            Some(turn) if !args.exact && cfg.conversation.enabled => {
-                let c = conversations.get(turn.id);
-                if let Some(t) = turn.topic {
-                    let mut tv = [0.0f32; DIM];
-                    let embedded = match embedder.as_mut() {
-                        Some(e) if !t.trim().is_empty() => {
-                            e.embed_into(t, &mut tv)?;
-                            true
-                        }
-                        _ => false,
-                    };
-                    c.set_topic(t, embedded.then_some(&tv));
-                }
-                let enabled = turn.context;
-                let vector = query.is_some().then_some(&v);
-                let u = conversation::turn(
-                    c,
-                    &mut scratch,
-                    &mut searcher,
-                    &params,
-                    &cfg.conversation,
-                    enabled,
-                    text,
-                    vector,
-                    &mut hits,
-                );
-                Some(UsedJson {
-                    used: u.used,
-                    turns: u.turns,
-                    topic: u.topic.map(|t| t.as_str().to_string()),
-                })
+        // The turn's conversation: its choice now, remembered once its results are judged.
+        let mut turn_of = None;
+        resolved.clone_from(&norm);
+        if let Some(turn) = conv.filter(|_| !args.exact && cfg.conversation.enabled) {
+            let c = conversations.get(turn.id);
+            if let Some(t) = turn.topic {
+                let mut tv = [0.0f32; DIM];
+                let embedded = match embedder.as_mut() {
+                    Some(e) if !t.trim().is_empty() => {
+                        e.embed_into(t, &mut tv)?;
+                        true
+                    }
+                    _ => false,
+                };
+                c.set_topic(t, embedded.then_some(&tv));
             }
-            _ => None,
-        };
-        let confidence = confidence::of_ranked(retriever, &hits);
+            let vector = query.is_some().then_some(&v);
+            let u = conversation::choose(
+                c,
+                &mut scratch,
+                &mut searcher,
+                &params,
+                &cfg.conversation,
+                turn.context,
+                &norm,
+                vector,
+                &mut hits,
+            );
+            conversation::resolved(&norm, &u, &mut resolved);
+            turn_of = Some((turn.id, u));
+        }
+        let retrieval = confidence::of_ranked(retriever, &hits);
         // The context is made from the retriever's own top passages, whatever k asks.
         let budget = budget.unwrap_or(cfg.stream.context_tokens);
-        let context = (budget > 0)
-            .then(|| {
-                // Without a model (lexical retriever) a cut counts words, not pieces.
-                let mut count = |t: &str| match embedder.as_mut() {
-                    Some(e) => primd::context::word_pieces(e, t),
-                    None => t.split_whitespace().count(),
-                };
-                let q = query.as_ref();
-                context.build(&index, q, text, &hits, budget, &mut count, &mut packed);
-                primd::context::to_json(&index, &packed)
-            })
-            .transpose()?;
-        // With the reader, as the daemon: the evidence is whether the sentences answer.
-        let confidence = match packed.reader {
-            Some(r) if budget > 0 => {
-                let promoted = primd::context::promote(&packed, &mut hits);
-                let top1 = if promoted { r.best } else { r.top1 };
-                confidence::with_reader(confidence, top1, r.best, promoted)
-            }
-            _ => confidence,
+        packed.clear();
+        // Without a model (lexical retriever) a cut counts words, not pieces.
+        let mut count = |t: &str| match embedder.as_mut() {
+            Some(e) => primd::context::word_pieces(e, t),
+            None => t.split_whitespace().count(),
         };
+        let q = query.as_ref();
+        if budget > 0 {
+            context.build(&index, q, &resolved, &hits, budget, &mut count, &mut packed);
+        }
+        // With the reader, as the daemon: the evidence is whether the sentences answer,
+        // and a turn whose own results do not answer it gets a second look.
+        let mut confidence = primd::context::judge(&packed, &mut hits, retrieval);
+        if let Some((_, u)) = turn_of.as_mut() {
+            conversation::second_look(
+                &mut context,
+                &index,
+                q,
+                &norm,
+                retriever,
+                cfg.stream.low_evidence_threshold,
+                budget,
+                &mut count,
+                &scratch,
+                u,
+                &mut hits,
+                &mut packed,
+                &mut confidence,
+                &mut spare,
+                &mut resolved,
+            );
+        }
+        let context = (budget > 0)
+            .then(|| primd::context::to_json(&index, &packed))
+            .transpose()?;
+        let used = turn_of.map(|(id, u)| {
+            let vector = query.is_some().then_some(&v);
+            let c = conversations.get(id);
+            conversation::remember(
+                c,
+                &index,
+                &cfg.conversation,
+                &norm,
+                vector,
+                &hits,
+                confidence,
+                &u,
+            );
+            UsedJson {
+                used: u.used,
+                turns: u.turns,
+                topic: u.topic.map(|t| t.as_str().to_string()),
+            }
+        });
         hits.truncate(args.k as usize);
         let results = hits
             .iter()

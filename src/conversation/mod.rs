@@ -24,6 +24,12 @@
 //! repeats ([`TopicMove`]). Measured alternatives and the dev figures are in
 //! `docs/conversations.md`.
 //!
+//! With the reader, the caller judges the turn between [`choose`] and [`remember`]: the
+//! turn is read as its conversation resolved it ([`resolved`]), a turn whose own results
+//! do not answer it gets a [`second_look`] at the context search's, and only then is it
+//! remembered, so the reader's evidence decides whether it moves the topic. [`turn`] is
+//! the same without a reader.
+//!
 //! Nothing here allocates after a conversation is made; the context search uses the
 //! caller's [`ContextSearch`] scratch.
 
@@ -188,6 +194,9 @@ pub struct Used {
     pub turns: u32,
     /// The topic the context search added (`None` when `used` is false).
     pub topic: Option<TopicText>,
+    /// The topic the context search ran with when its results were not taken (their
+    /// second look: [`second_look`]).
+    pub tried: Option<TopicText>,
 }
 
 impl Conversation {
@@ -530,14 +539,46 @@ impl ContextSearch {
     }
 }
 
-/// One turn of a conversation, end to end: given the turn's own results (`alone`) and
-/// its vector, decides, runs the context search when the turn may need it, replaces
-/// `alone` with the context results when they win, records the turn, and says how the
-/// conversation was used. `enabled = false` (the turn's `"context": false`) records
-/// the turn without using the conversation.
+/// One turn of a conversation, end to end, judged by the retriever's confidence alone
+/// (no reader): [`choose`], then [`remember`] with the results' [`confidence`].
 #[allow(clippy::too_many_arguments)]
 pub fn turn(
     conv: &mut Conversation,
+    scratch: &mut ContextSearch,
+    searcher: &mut HybridSearcher<'_>,
+    p: &SearchParams,
+    cfg: &ConversationConfig,
+    enabled: bool,
+    text: &str,
+    vector: Option<&Embedding>,
+    alone: &mut Ranked,
+) -> Used {
+    let used = choose(
+        conv, scratch, searcher, p, cfg, enabled, text, vector, alone,
+    );
+    let conf = confidence::of_ranked(p.retriever, alone);
+    remember(
+        conv,
+        searcher.index(),
+        cfg,
+        text,
+        vector,
+        alone,
+        conf,
+        &used,
+    );
+    used
+}
+
+/// A turn's choice: given its own results (`alone`) and its vector, runs the context
+/// search when the turn may need it and replaces `alone` with the context results when
+/// they win; says how the conversation was used. Records nothing: the caller judges the
+/// results (with the reader, whether they answer the turn as resolved: [`resolved`]),
+/// then [`remember`]s the turn with that confidence. `enabled = false` (the turn's
+/// `"context": false`) leaves the results alone.
+#[allow(clippy::too_many_arguments)]
+pub fn choose(
+    conv: &Conversation,
     scratch: &mut ContextSearch,
     searcher: &mut HybridSearcher<'_>,
     p: &SearchParams,
@@ -551,16 +592,19 @@ pub fn turn(
         used: false,
         turns: conv.remembered(),
         topic: None,
+        tried: None,
     };
+    if !enabled || !cfg.enabled {
+        used.turns = 0;
+        return used;
+    }
     let alone_conf = confidence::of_ranked(p.retriever, alone);
     let c = cues(text);
     let repeat = conv.repeats(text);
     // `Cues`: every turn with a topic is searched with it too (one lexical query, one
     // scan, no embedding); a turn without a strong cue takes it only when it wins on
     // the turn's own evidence ([`cueless_takes_context`]).
-    if enabled
-        && cfg.enabled
-        && !text.trim().is_empty()
+    if !text.trim().is_empty()
         && let Some(topic) = if repeat {
             conv.topic_before()
         } else {
@@ -574,44 +618,144 @@ pub fn turn(
         } else {
             decide(cfg.decision, &c, alone_conf, ctx_conf)
         };
+        let mut t = TopicText::new();
+        let _ = t.push_str(cut_topic(topic.0));
         if !scratch.hits.is_empty() && take {
             alone.clone_from(&scratch.hits);
             used.used = true;
-            let mut t = TopicText::new();
-            let _ = t.push_str(cut_topic(topic.0));
             used.topic = Some(t);
+        } else if !scratch.hits.is_empty() {
+            used.tried = Some(t);
         }
     }
-    if !enabled || !cfg.enabled {
-        used.turns = 0;
-    }
-    let conf = confidence::of_ranked(p.retriever, alone);
-    if !text.trim().is_empty() {
-        let index = searcher.index();
-        let title = alone
-            .first()
-            .and_then(|h| index.passage(h.index as usize).ok())
-            .map_or("", |p| p.title);
-        let moves = if repeat {
-            TopicMove::Repeat
-        } else if confidence::is_low(conf, cfg.low_evidence_threshold) && !names_title(text, title)
-        {
-            TopicMove::Keep
-        } else {
-            TopicMove::Replace
-        };
-        conv.record(
-            text,
-            vector,
-            alone,
-            conf,
-            used.used,
-            cfg.vector_weight,
-            title,
-            moves,
-        );
-    }
     used
+}
+
+/// The turn as its conversation resolved it, into `out`: the turn followed by the topic
+/// its context search added (`used.topic`), else the turn as said. What the reader
+/// judges a follow-up's sentences against: "how long do the shows last" has no answer
+/// of its own, "how long do the shows last planetarium" has.
+pub fn resolved<'a>(text: &str, used: &Used, out: &'a mut String) -> &'a str {
+    out.clear();
+    out.push_str(text);
+    if let Some(t) = used.topic.as_ref().filter(|t| !t.is_empty()) {
+        out.push(' ');
+        out.push_str(t);
+    }
+    out
+}
+
+/// Below this logit for every sentence the reader read, a turn's own results do not
+/// answer it ("the model holds no sentence more likely to answer than not"), and a turn
+/// that kept them gets a [`second_look`].
+pub const SECOND_LOOK_BELOW: f32 = 0.0;
+
+/// How deep among the turn's own results the context search's top passage must be for
+/// a [`second_look`].
+pub const SECOND_LOOK_SUPPORT: usize = 10;
+
+/// The reader's second look at a turn that kept its own results although the context
+/// search ran (no strong cue, or the confidence gate overrode one): when no sentence of
+/// them answers (the reader's best logit under [`SECOND_LOOK_BELOW`]), the context
+/// search's results (`scratch`) are read against the turn as resolved, and replace
+/// `hits`, `ctx` and `conf` when they are judged answered (not below
+/// `low_evidence_threshold`) and better ([`crate::context::judge`]).
+/// "Is it suitable for young children?" after the Glow exhibition kept the play zone
+/// (the gate: its own search was confident) though nothing there answers it. `spare`
+/// and `question` are scratch; returns whether the context search's results were taken.
+#[allow(clippy::too_many_arguments)]
+pub fn second_look(
+    builder: &mut crate::context::ContextBuilder,
+    index: &crate::index::Index,
+    query: Option<&Query>,
+    text: &str,
+    retriever: crate::ranking::Retriever,
+    low_evidence_threshold: f32,
+    budget: usize,
+    count: &mut dyn FnMut(&str) -> usize,
+    scratch: &ContextSearch,
+    used: &mut Used,
+    hits: &mut Ranked,
+    ctx: &mut crate::context::Context,
+    conf: &mut Option<f32>,
+    spare: &mut crate::context::Context,
+    question: &mut String,
+) -> bool {
+    let answers = ctx.reader.is_some_and(|r| r.best >= SECOND_LOOK_BELOW);
+    let Some(topic) = used.tried.as_ref() else {
+        return false;
+    };
+    // Supported by the turn's own words: the context search's top passage is among the
+    // turn's own top results (an off-topic question's are not the topic's).
+    let supported = scratch.hits.first().is_some_and(|t| {
+        hits.iter()
+            .take(SECOND_LOOK_SUPPORT)
+            .any(|h| h.index == t.index)
+    });
+    if answers || !supported || ctx.reader.is_none() {
+        return false;
+    }
+    question.clear();
+    question.push_str(text);
+    question.push(' ');
+    question.push_str(topic);
+    let retrieval = confidence::of_ranked(retriever, &scratch.hits);
+    builder.build(index, query, question, &scratch.hits, budget, count, spare);
+    let mut alt = scratch.hits.clone();
+    let alt_conf = crate::context::judge(spare, &mut alt, retrieval);
+    // Taken when judged answered, and better: an off-topic question ("What is the wifi
+    // password?") must not borrow the topic's passages because its own are worse.
+    if confidence::is_low(alt_conf, low_evidence_threshold)
+        || alt_conf.unwrap_or(0.0) <= conf.unwrap_or(0.0)
+    {
+        return false;
+    }
+    *hits = alt;
+    std::mem::swap(ctx, spare);
+    *conf = alt_conf;
+    used.used = true;
+    used.topic = used.tried.take();
+    true
+}
+
+/// Records a finished turn: its text, vector, final results, their `confidence` (the
+/// caller's judgement: with the reader, fused with its logits) and how it used the
+/// conversation ([`choose`]). Only an answered turn moves the topic ([`TopicMove`]).
+#[allow(clippy::too_many_arguments)]
+pub fn remember(
+    conv: &mut Conversation,
+    index: &crate::index::Index,
+    cfg: &ConversationConfig,
+    text: &str,
+    vector: Option<&Embedding>,
+    hits: &Ranked,
+    conf: Option<f32>,
+    used: &Used,
+) {
+    if text.trim().is_empty() {
+        return;
+    }
+    let title = hits
+        .first()
+        .and_then(|h| index.passage(h.index as usize).ok())
+        .map_or("", |p| p.title);
+    let moves = if conv.repeats(text) {
+        TopicMove::Repeat
+    } else if confidence::is_low(conf, cfg.low_evidence_threshold) && !names_title(text, title) {
+        TopicMove::Keep
+    } else {
+        TopicMove::Replace
+    };
+    conv.record(
+        text,
+        vector,
+        hits,
+        conf,
+        used.used,
+        cfg.vector_weight,
+        title,
+        moves,
+    );
 }
 
 /// Conversations by id, at most `max` at once: past it the least recently used is

@@ -80,6 +80,7 @@ fn a_spoken_follow_up_finds_its_topic_and_a_switch_keeps_its_own() {
             used: false,
             turns: 0,
             topic: None,
+            tried: None,
         })
     );
     let (top, used) = say(&mut r, &index, "who designed it");
@@ -122,6 +123,7 @@ fn forget_context_off_and_lanes_apart() {
                 used: false,
                 turns: 0,
                 topic: None,
+                tried: None,
             })
         )
     );

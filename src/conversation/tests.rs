@@ -111,6 +111,34 @@ fn a_follow_up_finds_its_topics_passage_and_a_switch_keeps_its_own() {
     assert_eq!(c.remembered(), MAX_TURNS as u32);
 }
 
+/// What the reader judges a turn against: a follow-up that used its topic carries the
+/// topic's words ("who designed it" alone has no answer anywhere), any other turn is
+/// read as said.
+#[test]
+fn a_follow_up_is_read_as_its_conversation_resolved_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let mut rig = Rig::new(&index);
+    let mut c = Conversation::new();
+    let mut out = String::new();
+    let (_, used) = rig.ask(&mut c, "when was the city museum built", true);
+    assert_eq!(
+        resolved("when was the city museum built", &used, &mut out),
+        "when was the city museum built"
+    );
+    let (_, used) = rig.ask(&mut c, "who designed it", true);
+    let topic = used.topic.clone().expect("the context search's topic");
+    assert_eq!(
+        resolved("who designed it", &used, &mut out),
+        format!("who designed it {topic}")
+    );
+    let (_, used) = rig.ask(&mut c, "when do ferries leave the harbour", true);
+    assert_eq!(
+        resolved("when do ferries leave the harbour", &used, &mut out),
+        "when do ferries leave the harbour"
+    );
+}
+
 #[test]
 fn context_false_and_reset_retrieve_the_turn_alone() {
     let dir = tempfile::tempdir().unwrap();

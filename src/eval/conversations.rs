@@ -138,7 +138,17 @@ pub struct KindRow {
 /// turns that used the context, were `low`, kept the top passage of the turn before.
 type Tally = (Vec<Option<usize>>, Vec<f64>, usize, usize, usize);
 
-/// Replays every turn twice (context off, then on) and reports per kind.
+/// The reader's part of a replay, as the daemon runs it: each turn's `context` (of
+/// `budget` word pieces) read against the turn as its conversation resolved it, the
+/// passage of the best sentence leading and the evidence fused with the reader's logits
+/// ([`crate::context::judge`]).
+pub struct Reading {
+    pub builder: crate::context::ContextBuilder,
+    pub budget: usize,
+}
+
+/// Replays every turn twice (context off, then on) and reports per kind; with
+/// `reading`, each turn is judged by the reader too.
 pub fn evaluate<E: Embed>(
     index: &Index,
     embedder: &mut E,
@@ -146,7 +156,11 @@ pub fn evaluate<E: Embed>(
     cfg: &ConversationConfig,
     turns: &[(TurnRecord, &'static str)],
     qrels: &Qrels,
+    mut reading: Option<&mut Reading>,
 ) -> anyhow::Result<Vec<KindRow>> {
+    let mut packed = crate::context::Context::default();
+    let mut spare = crate::context::Context::default();
+    let mut resolved = String::new();
     let rel = Relevance::new(index)?;
     let mut searcher = HybridSearcher::new(index)?;
     let mut scratch = ContextSearch::new();
@@ -179,7 +193,7 @@ pub fn evaluate<E: Embed>(
                 c.set_topic(topic, dense.then_some(&tv));
             }
             let vector = params.retriever.uses_dense().then_some(v);
-            let used = conversation::turn(
+            let used = conversation::choose(
                 c,
                 &mut scratch,
                 &mut searcher,
@@ -191,10 +205,41 @@ pub fn evaluate<E: Embed>(
                 &mut hits,
             );
             let ms = t0.elapsed().as_secs_f64() * 1e3;
-            let low = crate::confidence::is_low(
-                crate::confidence::of_ranked(params.retriever, &hits),
-                cfg.low_evidence_threshold,
-            );
+            let mut used = used;
+            let mut conf = crate::confidence::of_ranked(params.retriever, &hits);
+            if let Some(r) = reading.as_deref_mut() {
+                conversation::resolved(&t.text, &used, &mut resolved);
+                let mut count = |s: &str| crate::context::word_pieces(embedder, s);
+                r.builder.build(
+                    index,
+                    q.as_ref(),
+                    &resolved,
+                    &hits,
+                    r.budget,
+                    &mut count,
+                    &mut packed,
+                );
+                conf = crate::context::judge(&packed, &mut hits, conf);
+                conversation::second_look(
+                    &mut r.builder,
+                    index,
+                    q.as_ref(),
+                    &t.text,
+                    params.retriever,
+                    cfg.low_evidence_threshold,
+                    r.budget,
+                    &mut count,
+                    &scratch,
+                    &mut used,
+                    &mut hits,
+                    &mut packed,
+                    &mut conf,
+                    &mut spare,
+                    &mut resolved,
+                );
+            }
+            conversation::remember(c, index, cfg, &t.text, vector, &hits, conf, &used);
+            let low = crate::confidence::is_low(conf, cfg.low_evidence_threshold);
             let top = hits.first().map_or(u32::MAX, |h| h.index);
             let kept = tops.insert(key(&t.conversation), top) == Some(top);
             let relevant = rel.relevant(qrels, &key(t.qid.as_ref().unwrap_or(&t.id)));

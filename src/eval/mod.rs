@@ -58,6 +58,8 @@ pub struct EvalOptions {
     pub answers: Option<std::sync::Arc<context::Answers>>,
     /// Answer-in-context with the reader too (rows `context N, reader`).
     pub reader: Option<context::ReaderEval>,
+    /// The reader of the stream replays, as the daemon runs it (`None`: without).
+    pub stream_reader: Option<(std::path::PathBuf, crate::context::ReadSettings)>,
 }
 
 /// The settings the run used, echoed in the report.
@@ -78,6 +80,8 @@ pub struct SettingsJson {
     /// "fixed" or "learned": the trigger of the `streaming` figures.
     pub trigger: crate::stream::trigger::TriggerKind,
     pub workers: usize,
+    /// The stream replays ran with the reader (`context`, promotion, evidence).
+    pub reader: bool,
 }
 
 /// Wall-clock seconds of each phase.
@@ -212,6 +216,7 @@ pub fn evaluate<E: Embed>(
                     &judged,
                     cfg,
                     stream,
+                    opts.stream_reader.as_ref(),
                     opts.workers,
                     &bar,
                     &make_embedder,
@@ -353,6 +358,7 @@ pub fn evaluate<E: Embed>(
                 revision_weight: s.revision_weight,
                 trigger: s.trigger.kind(),
                 workers: opts.workers,
+                reader: opts.stream_reader.is_some(),
             },
             retrievers: reports,
             sweep,

@@ -212,6 +212,17 @@ fn summary_section(s: &mut String, section: &RetrieverReport) {
                 m.latency_ms.p99,
                 m.speculative_searches_per_utterance
             );
+            if let Some(c) = &m.read_ahead_covered {
+                let _ = writeln!(
+                    s,
+                    "              reader pairs/utt {:.1} ahead + {:.1} after end of speech; read ahead covered {} finals: eou→result p50 {:.3} p90 {:.3} ms",
+                    m.pairs_read_per_utterance,
+                    m.pairs_read_final_per_utterance,
+                    c.utterances,
+                    c.p50_ms,
+                    c.p90_ms
+                );
+            }
         }
         let _ = writeln!(
             s,
@@ -359,7 +370,7 @@ pub fn markdown(run: &EvalRun) -> String {
     let set = &r.settings;
     let _ = writeln!(
         md,
-        "Retrievers: {}; fusion {} (lexical_weight {}), lexical_candidates {}, revision_weight {}.\n",
+        "Retrievers: {}; fusion {} (lexical_weight {}), lexical_candidates {}, revision_weight {}; stream replays {}.\n",
         r.retrievers
             .iter()
             .map(|x| x.retriever.as_str())
@@ -368,7 +379,12 @@ pub fn markdown(run: &EvalRun) -> String {
         set.fusion.as_str(),
         set.lexical_weight,
         set.lexical_candidates,
-        set.revision_weight
+        set.revision_weight,
+        if set.reader {
+            "with the reader"
+        } else {
+            "without the reader"
+        }
     );
     let many = r.retrievers.len() > 1;
     if many {

@@ -288,7 +288,9 @@ pub fn judged<'s>(
         .collect()
 }
 
-/// Replays every utterance with `stream` settings (one retriever per worker).
+/// Replays every utterance with `stream` settings (one retriever per worker, with the
+/// reader in `reader` when given: it reads ahead in idle time and at the end of speech,
+/// as in the daemon).
 #[allow(clippy::too_many_arguments)]
 pub fn replay<E: Embed>(
     label: &str,
@@ -297,6 +299,7 @@ pub fn replay<E: Embed>(
     utterances: &[(&StreamRecord, Vec<u32>)],
     cfg: &RunConfig,
     stream: &StreamConfig,
+    reader: Option<&(std::path::PathBuf, crate::context::ReadSettings)>,
     workers: usize,
     progress: &Progress,
     make_embedder: impl Fn() -> anyhow::Result<E> + Sync,
@@ -307,12 +310,16 @@ pub fn replay<E: Embed>(
         workers,
         progress,
         || {
-            Ok(StreamingRetriever::new(
+            let mut r = StreamingRetriever::new(
                 stream.clone(),
                 make_embedder()?,
                 HybridSearcher::new(index)?,
                 Normalizer::new(cfg.fillers.iter().map(String::as_str)),
-            ))
+            );
+            if let Some((dir, settings)) = reader {
+                r.set_reader(crate::embed::reader::Reader::load(dir)?, *settings);
+            }
+            Ok(r)
         },
         |r, _, (rec, rel)| {
             replay_one(
@@ -393,6 +400,40 @@ pub struct ModeSummary {
     /// Shortest audio time between an observed partial and the next event (the time the
     /// daemon would have had for that work), ms; `None` when no partial was observed.
     pub min_partial_gap_ms: Option<f64>,
+    /// Question-sentence pairs the reader read per utterance, ahead (while the user
+    /// spoke) and after the end of speech (0 without the reader).
+    pub pairs_read_per_utterance: f64,
+    pub pairs_read_final_per_utterance: f64,
+    /// With the reader: end of speech → results over the utterances it read nothing
+    /// for after the end of speech (what it read ahead covered the final).
+    pub read_ahead_covered: Option<Covered>,
+}
+
+/// End of speech → results of the utterances the reader's reading ahead covered.
+#[derive(Clone, Debug, Serialize)]
+pub struct Covered {
+    pub utterances: usize,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+}
+
+impl Covered {
+    fn of(results: &[UttResult]) -> Option<Covered> {
+        if results.iter().all(|r| r.counts.pairs_read == 0) {
+            return None;
+        }
+        let mut v: Vec<f64> = results
+            .iter()
+            .filter(|r| r.counts.pairs_read > 0 && r.counts.pairs_read_final == 0)
+            .map(|r| r.latency_ms)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        Some(Covered {
+            utterances: v.len(),
+            p50_ms: metrics::percentile(&v, 50.0).unwrap_or(0.0),
+            p90_ms: metrics::percentile(&v, 90.0).unwrap_or(0.0),
+        })
+    }
 }
 
 impl ModeSummary {
@@ -445,6 +486,9 @@ impl ModeSummary {
                     .fold(f64::INFINITY, f64::min),
             )
             .filter(|g| g.is_finite()),
+            pairs_read_per_utterance: per(&|r| r.counts.pairs_read),
+            pairs_read_final_per_utterance: per(&|r| r.counts.pairs_read_final),
+            read_ahead_covered: Covered::of(results),
         }
     }
 }

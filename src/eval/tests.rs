@@ -267,6 +267,7 @@ fn evaluate_runs_both_replays_and_the_sweep() {
         learned_trigger: None,
         answers: None,
         reader: None,
+        stream_reader: None,
     };
     let run = super::evaluate(&index, &queries, &q, Some(&streams), &c, &opts, || {
         Ok(HashEmbedder)

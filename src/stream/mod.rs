@@ -320,6 +320,10 @@ pub struct StreamingRetriever<'i, E: Embed> {
     conv_search: ContextSearch,
     /// Makes each final's `context`.
     context: ContextBuilder,
+    /// The final as its conversation resolved it (what `context` is read against).
+    resolved: String,
+    /// Scratch of a turn's second look ([`conversation::second_look`]).
+    spare_context: Context,
 }
 
 impl<'i, E: Embed> StreamingRetriever<'i, E> {
@@ -354,6 +358,8 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             },
             conv_search: ContextSearch::new(),
             context: ContextBuilder::new(),
+            resolved: String::with_capacity(1024),
+            spare_context: Context::default(),
         }
     }
 
@@ -362,7 +368,8 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
     pub fn set_reader(&mut self, reader: crate::embed::reader::Reader, settings: ReadSettings) {
         self.context = ContextBuilder::with_reader(reader, settings);
         // After the end of speech, one batch at most: what was read ahead covers the rest.
-        self.context.set_build_pairs(crate::context::read::STEP);
+        self.context
+            .set_build_pairs(crate::context::read::FINAL_PAIRS);
     }
 
     /// Whether a reader ranks the sentences.
@@ -644,36 +651,50 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         if final_norm.is_empty() {
             final_norm.clone_from(&self.u.current);
         }
+        let mut resolved = std::mem::take(&mut self.resolved);
+        resolved.clone_from(&final_norm);
         let outcome = self.finish(&final_norm).map(|mut o| {
             if self.conversation.enabled {
                 let t = Instant::now();
-                o.conversation = Some(self.converse(&final_norm, &mut o));
+                let used = self.choose(&final_norm, &mut o);
+                conversation::resolved(&final_norm, &used, &mut resolved);
+                o.conversation = Some(used);
                 o.timings.rerank_ms += ms_since(t);
             }
             // Judged on the retriever's own top [`confidence::DEPTH`] (`finish` ranks at
             // least that many), then cut to what was asked: asking for one passage must
-            // not hide the ones it is measured against.
+            // not hide the ones it is measured against. With the reader, the passage whose
+            // sentence answers best leads, and evidence is whether the sentences answer.
             o.confidence = confidence::of_ranked(self.cfg.retriever, &o.hits);
+            let mut used = o.conversation.take();
+            self.add_context(&final_norm, &mut resolved, used.as_mut(), &mut o);
+            o.conversation = used;
             o.low_evidence = confidence::is_low(o.confidence, self.cfg.low_evidence_threshold);
-            self.add_context(&final_norm, &mut o);
-            if let Some(r) = o.context.reader {
-                // The reader read this turn's sentences: the passage whose sentence
-                // answers best leads, and evidence is whether they answer.
-                let promoted = crate::context::promote(&o.context, &mut o.hits);
-                let top1 = if promoted { r.best } else { r.top1 };
-                o.confidence = confidence::with_reader(o.confidence, top1, r.best, promoted);
-                o.low_evidence = confidence::is_low(o.confidence, self.cfg.low_evidence_threshold);
+            if let Some(used) = &o.conversation {
+                let dense = self.cfg.retriever.uses_dense() && o.path != FinalPath::Empty;
+                conversation::remember(
+                    &mut self.u.conv,
+                    self.searcher.index(),
+                    &self.conversation,
+                    &final_norm,
+                    dense.then_some(&self.u.embedding),
+                    &o.hits,
+                    o.confidence,
+                    used,
+                );
             }
             o.hits.truncate(self.cfg.top_k);
             o
         });
-        self.spare = final_norm; // keep the buffer's capacity
+        self.spare = final_norm; // keep the buffers' capacity
+        self.resolved = resolved;
         self.reset();
         outcome
     }
 
-    /// The turn's conversation step ([`conversation::turn`]) on the final's results.
-    fn converse(&mut self, final_norm: &str, o: &mut Outcome) -> Used {
+    /// The turn's conversation choice ([`conversation::choose`]) on the final's results;
+    /// the turn is remembered once they are judged.
+    fn choose(&mut self, final_norm: &str, o: &mut Outcome) -> Used {
         let now = Instant::now();
         let gap = std::time::Duration::from_millis(self.conversation.gap_ms);
         if self.active == 0
@@ -693,8 +714,8 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         };
         let dense = self.cfg.retriever.uses_dense() && o.path != FinalPath::Empty;
         let vector = dense.then_some(&self.u.embedding);
-        let used = conversation::turn(
-            &mut self.u.conv,
+        let used = conversation::choose(
+            &self.u.conv,
             &mut self.conv_search,
             &mut self.searcher,
             &p,
@@ -711,9 +732,21 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
     }
 
     /// Ranks and packs the sentences of the results into `o.context` (budget
-    /// `context_tokens`; nothing when 0). The question's embedding is the final's when the
-    /// dense side ran.
-    fn add_context(&mut self, final_norm: &str, o: &mut Outcome) {
+    /// `context_tokens`; nothing when 0), read against `question` (the final as its
+    /// conversation resolved it; scratch afterwards), and judges them: with the reader,
+    /// `o.confidence` (the retrieval's) is fused with its logits and the passage whose
+    /// sentence answers best may lead ([`crate::context::judge`]), and a turn that kept
+    /// its own results though they do not answer it reads the context search's
+    /// ([`conversation::second_look`]: at most [`crate::context::read::FINAL_PAIRS`]
+    /// more pairs, only then). The question's embedding is the final's when the dense
+    /// side ran.
+    fn add_context(
+        &mut self,
+        final_norm: &str,
+        question: &mut String,
+        used: Option<&mut Used>,
+        o: &mut Outcome,
+    ) {
         let budget = self.u.context_tokens.unwrap_or(self.cfg.context_tokens);
         if budget == 0 {
             return;
@@ -724,15 +757,37 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         let embedder = &mut self.embedder;
         let mut count = |t: &str| crate::context::word_pieces(embedder, t);
         let pairs = self.context.pairs_read();
+        let index = self.searcher.index();
+        let q = query.as_ref();
         self.context.build(
-            self.searcher.index(),
-            query.as_ref(),
-            final_norm,
+            index,
+            q,
+            question,
             &o.hits,
             budget,
             &mut count,
             &mut o.context,
         );
+        o.confidence = crate::context::judge(&o.context, &mut o.hits, o.confidence);
+        if let Some(used) = used {
+            conversation::second_look(
+                &mut self.context,
+                index,
+                q,
+                final_norm,
+                self.cfg.retriever,
+                self.cfg.low_evidence_threshold,
+                budget,
+                &mut count,
+                &self.conv_search,
+                used,
+                &mut o.hits,
+                &mut o.context,
+                &mut o.confidence,
+                &mut self.spare_context,
+                question,
+            );
+        }
         o.counts.pairs_read_final = (self.context.pairs_read() - pairs) as u32;
         o.timings.context_ms = ms_since(t);
     }

@@ -189,6 +189,11 @@ impl Conn {
 /// `primd ARGS --model M --index tests/data/demo-x86.idx` (the committed museum demo
 /// index) with `stdin` written to it; asserts it succeeded.
 pub fn on_demo(args: &[&str], stdin: &[u8]) -> std::process::Output {
+    on_index(&data("demo-x86.idx"), args, stdin)
+}
+
+/// `primd ARGS --model M --index INDEX` with `stdin` written to it; asserts it succeeded.
+pub fn on_index(index: &Path, args: &[&str], stdin: &[u8]) -> std::process::Output {
     use std::io::Write;
     use std::process::Stdio;
     let mut child = command(env!("CARGO_BIN_EXE_primd"))
@@ -196,7 +201,7 @@ pub fn on_demo(args: &[&str], stdin: &[u8]) -> std::process::Output {
         .arg("--model")
         .arg(model_dir())
         .arg("--index")
-        .arg(data("demo-x86.idx"))
+        .arg(index)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

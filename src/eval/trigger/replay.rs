@@ -194,6 +194,7 @@ pub(super) fn replay_streams<E: Embed>(
             &judged,
             grid.cfg,
             policy,
+            None, // the trigger's training replays need no reader
             grid.workers,
             grid.progress,
             make_embedder,
