@@ -109,6 +109,8 @@ def rows_for(args, retriever, indexes, queries, finals, qrels, corpus_by_article
                 "dense": res[0].get("dense"), "label": int(res[0]["id"] in qrels.get(q, ())),
                 # primd's own confidence as shipped (with the reader, when it ran).
                 "confidence": got[q].get("confidence"),
+                # The reader's logits ({best, top1}; absent without it).
+                "reader": (got[q].get("context") or {}).get("reader"),
             })
 
     qart = {q: article(next(iter(qrels[q]))) for q, _ in queries}
