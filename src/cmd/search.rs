@@ -172,8 +172,7 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
     let mut normalizer = Normalizer::new(cfg.fillers.iter().map(String::as_str));
     normalizer.set_rules(index.word_rules());
     let mut norm = String::new();
-    let mut resolved = String::new();
-    let mut spare = primd::context::Context::default();
+    let mut turn_scratch = conversation::TurnScratch::default();
     let mut answer = |id: &serde_json::Value,
                       raw: &str,
                       conv: Option<Turn<'_>>,
@@ -212,7 +211,6 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
         };
         // The turn's conversation: its choice now, remembered once its results are judged.
         let mut turn_of = None;
-        resolved.clone_from(&norm);
         if let Some(turn) = conv.filter(|_| !args.exact && cfg.conversation.enabled) {
             let c = conversations.get(turn.id);
             if let Some(t) = turn.topic {
@@ -238,44 +236,34 @@ pub fn run(args: &SearchArgs) -> anyhow::Result<()> {
                 vector,
                 &mut hits,
             );
-            conversation::resolved(&norm, &u, &mut resolved);
             turn_of = Some((turn.id, u));
         }
-        let retrieval = confidence::of_ranked(retriever, &hits);
+        let mut confidence = confidence::of_ranked(retriever, &hits);
         // The context is made from the retriever's own top passages, whatever k asks.
         let budget = budget.unwrap_or(cfg.stream.context_tokens);
-        packed.clear();
         // Without a model (lexical retriever) a cut counts words, not pieces.
         let mut count = |t: &str| match embedder.as_mut() {
             Some(e) => primd::context::word_pieces(e, t),
             None => t.split_whitespace().count(),
         };
-        let q = query.as_ref();
-        if budget > 0 {
-            context.build(&index, q, &resolved, &hits, budget, &mut count, &mut packed);
-        }
-        // With the reader, as the daemon: the evidence is whether the sentences answer,
-        // and a turn whose own results do not answer it gets a second look.
-        let mut confidence = primd::context::judge(&packed, &mut hits, retrieval);
-        if let Some((_, u)) = turn_of.as_mut() {
-            conversation::second_look(
-                &mut context,
-                &index,
-                q,
-                &norm,
-                retriever,
-                cfg.stream.low_evidence_threshold,
-                budget,
-                &mut count,
-                &scratch,
-                u,
-                &mut hits,
-                &mut packed,
-                &mut confidence,
-                &mut spare,
-                &mut resolved,
-            );
-        }
+        // As the daemon: read against the turn as resolved, the evidence whether the
+        // sentences answer, and a second look for a turn whose own results do not.
+        conversation::read_turn(
+            &mut context,
+            &index,
+            query.as_ref(),
+            &norm,
+            retriever,
+            cfg.stream.low_evidence_threshold,
+            budget,
+            &mut count,
+            &scratch,
+            turn_of.as_mut().map(|(_, u)| u),
+            &mut hits,
+            &mut packed,
+            &mut confidence,
+            &mut turn_scratch,
+        );
         let context = (budget > 0)
             .then(|| primd::context::to_json(&index, &packed))
             .transpose()?;

@@ -636,13 +636,76 @@ pub fn choose(
 /// judges a follow-up's sentences against: "how long do the shows last" has no answer
 /// of its own, "how long do the shows last planetarium" has.
 pub fn resolved<'a>(text: &str, used: &Used, out: &'a mut String) -> &'a str {
+    with_topic(text, used.topic.as_deref(), out)
+}
+
+/// `text`, then `topic` after a space (when there is one), into `out`.
+fn with_topic<'a>(text: &str, topic: Option<&str>, out: &'a mut String) -> &'a str {
     out.clear();
     out.push_str(text);
-    if let Some(t) = used.topic.as_ref().filter(|t| !t.is_empty()) {
+    if let Some(t) = topic.filter(|t| !t.is_empty()) {
         out.push(' ');
         out.push_str(t);
     }
     out
+}
+
+/// Scratch of [`read_turn`]: the turn as resolved, and the context of a second look.
+#[derive(Default)]
+pub struct TurnScratch {
+    question: String,
+    spare: crate::context::Context,
+}
+
+/// A turn's `context` and evidence, made alike by the daemon, `primd search` and `primd
+/// eval`: the sentences of `hits` read against the turn as its conversation resolved it
+/// ([`resolved`]; `used` is `None` outside a conversation), judged
+/// ([`crate::context::judge`]: `conf`, the retrieval's, fused with the reader's logits,
+/// the passage whose sentence answers best leading), then the turn's [`second_look`].
+/// A budget of 0 makes no context and leaves `conf` as it is.
+#[allow(clippy::too_many_arguments)]
+pub fn read_turn(
+    builder: &mut crate::context::ContextBuilder,
+    index: &crate::index::Index,
+    query: Option<&Query>,
+    text: &str,
+    retriever: crate::ranking::Retriever,
+    low_evidence_threshold: f32,
+    budget: usize,
+    count: &mut dyn FnMut(&str) -> usize,
+    search: &ContextSearch,
+    used: Option<&mut Used>,
+    hits: &mut Ranked,
+    ctx: &mut crate::context::Context,
+    conf: &mut Option<f32>,
+    scratch: &mut TurnScratch,
+) {
+    ctx.clear();
+    if budget == 0 {
+        return;
+    }
+    let topic = used.as_ref().and_then(|u| u.topic.as_deref());
+    let question = with_topic(text, topic, &mut scratch.question);
+    builder.build(index, query, question, hits, budget, count, ctx);
+    *conf = crate::context::judge(ctx, hits, *conf);
+    if let Some(used) = used {
+        second_look(
+            builder,
+            index,
+            query,
+            text,
+            retriever,
+            low_evidence_threshold,
+            budget,
+            count,
+            search,
+            used,
+            hits,
+            ctx,
+            conf,
+            scratch,
+        );
+    }
 }
 
 /// Below this logit for every sentence the reader read, a turn's own results do not
@@ -657,14 +720,14 @@ pub const SECOND_LOOK_SUPPORT: usize = 10;
 /// The reader's second look at a turn that kept its own results although the context
 /// search ran (no strong cue, or the confidence gate overrode one): when no sentence of
 /// them answers (the reader's best logit under [`SECOND_LOOK_BELOW`]), the context
-/// search's results (`scratch`) are read against the turn as resolved, and replace
+/// search's results (`search`) are read against the turn as resolved, and replace
 /// `hits`, `ctx` and `conf` when they are judged answered (not below
 /// `low_evidence_threshold`) and better ([`crate::context::judge`]).
 /// "Is it suitable for young children?" after the Glow exhibition kept the play zone
-/// (the gate: its own search was confident) though nothing there answers it. `spare`
-/// and `question` are scratch; returns whether the context search's results were taken.
+/// (the gate: its own search was confident) though nothing there answers it. Returns
+/// whether the context search's results were taken.
 #[allow(clippy::too_many_arguments)]
-pub fn second_look(
+fn second_look(
     builder: &mut crate::context::ContextBuilder,
     index: &crate::index::Index,
     query: Option<&Query>,
@@ -673,35 +736,31 @@ pub fn second_look(
     low_evidence_threshold: f32,
     budget: usize,
     count: &mut dyn FnMut(&str) -> usize,
-    scratch: &ContextSearch,
+    search: &ContextSearch,
     used: &mut Used,
     hits: &mut Ranked,
     ctx: &mut crate::context::Context,
     conf: &mut Option<f32>,
-    spare: &mut crate::context::Context,
-    question: &mut String,
+    scratch: &mut TurnScratch,
 ) -> bool {
-    let answers = ctx.reader.is_some_and(|r| r.best >= SECOND_LOOK_BELOW);
-    let Some(topic) = used.tried.as_ref() else {
+    let (Some(topic), Some(r)) = (used.tried.as_deref(), ctx.reader) else {
         return false;
     };
     // Supported by the turn's own words: the context search's top passage is among the
     // turn's own top results (an off-topic question's are not the topic's).
-    let supported = scratch.hits.first().is_some_and(|t| {
+    let supported = search.hits.first().is_some_and(|t| {
         hits.iter()
             .take(SECOND_LOOK_SUPPORT)
             .any(|h| h.index == t.index)
     });
-    if answers || !supported || ctx.reader.is_none() {
+    if r.best >= SECOND_LOOK_BELOW || !supported {
         return false;
     }
-    question.clear();
-    question.push_str(text);
-    question.push(' ');
-    question.push_str(topic);
-    let retrieval = confidence::of_ranked(retriever, &scratch.hits);
-    builder.build(index, query, question, &scratch.hits, budget, count, spare);
-    let mut alt = scratch.hits.clone();
+    let question = with_topic(text, Some(topic), &mut scratch.question);
+    let retrieval = confidence::of_ranked(retriever, &search.hits);
+    let spare = &mut scratch.spare;
+    builder.build(index, query, question, &search.hits, budget, count, spare);
+    let mut alt = search.hits.clone();
     let alt_conf = crate::context::judge(spare, &mut alt, retrieval);
     // Taken when judged answered, and better: an off-topic question ("What is the wifi
     // password?") must not borrow the topic's passages because its own are worse.

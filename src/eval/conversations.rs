@@ -159,8 +159,7 @@ pub fn evaluate<E: Embed>(
     mut reading: Option<&mut Reading>,
 ) -> anyhow::Result<Vec<KindRow>> {
     let mut packed = crate::context::Context::default();
-    let mut spare = crate::context::Context::default();
-    let mut resolved = String::new();
+    let mut turn_scratch = conversation::TurnScratch::default();
     let rel = Relevance::new(index)?;
     let mut searcher = HybridSearcher::new(index)?;
     let mut scratch = ContextSearch::new();
@@ -193,7 +192,7 @@ pub fn evaluate<E: Embed>(
                 c.set_topic(topic, dense.then_some(&tv));
             }
             let vector = params.retriever.uses_dense().then_some(v);
-            let used = conversation::choose(
+            let mut used = conversation::choose(
                 c,
                 &mut scratch,
                 &mut searcher,
@@ -205,22 +204,10 @@ pub fn evaluate<E: Embed>(
                 &mut hits,
             );
             let ms = t0.elapsed().as_secs_f64() * 1e3;
-            let mut used = used;
             let mut conf = crate::confidence::of_ranked(params.retriever, &hits);
             if let Some(r) = reading.as_deref_mut() {
-                conversation::resolved(&t.text, &used, &mut resolved);
                 let mut count = |s: &str| crate::context::word_pieces(embedder, s);
-                r.builder.build(
-                    index,
-                    q.as_ref(),
-                    &resolved,
-                    &hits,
-                    r.budget,
-                    &mut count,
-                    &mut packed,
-                );
-                conf = crate::context::judge(&packed, &mut hits, conf);
-                conversation::second_look(
+                conversation::read_turn(
                     &mut r.builder,
                     index,
                     q.as_ref(),
@@ -230,12 +217,11 @@ pub fn evaluate<E: Embed>(
                     r.budget,
                     &mut count,
                     &scratch,
-                    &mut used,
+                    Some(&mut used),
                     &mut hits,
                     &mut packed,
                     &mut conf,
-                    &mut spare,
-                    &mut resolved,
+                    &mut turn_scratch,
                 );
             }
             conversation::remember(c, index, cfg, &t.text, vector, &hits, conf, &used);

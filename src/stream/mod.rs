@@ -320,10 +320,8 @@ pub struct StreamingRetriever<'i, E: Embed> {
     conv_search: ContextSearch,
     /// Makes each final's `context`.
     context: ContextBuilder,
-    /// The final as its conversation resolved it (what `context` is read against).
-    resolved: String,
-    /// Scratch of a turn's second look ([`conversation::second_look`]).
-    spare_context: Context,
+    /// Scratch of reading a final's `context` ([`conversation::read_turn`]).
+    turn_scratch: conversation::TurnScratch,
 }
 
 impl<'i, E: Embed> StreamingRetriever<'i, E> {
@@ -358,8 +356,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             },
             conv_search: ContextSearch::new(),
             context: ContextBuilder::new(),
-            resolved: String::with_capacity(1024),
-            spare_context: Context::default(),
+            turn_scratch: conversation::TurnScratch::default(),
         }
     }
 
@@ -651,13 +648,10 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         if final_norm.is_empty() {
             final_norm.clone_from(&self.u.current);
         }
-        let mut resolved = std::mem::take(&mut self.resolved);
-        resolved.clone_from(&final_norm);
         let outcome = self.finish(&final_norm).map(|mut o| {
             if self.conversation.enabled {
                 let t = Instant::now();
                 let used = self.choose(&final_norm, &mut o);
-                conversation::resolved(&final_norm, &used, &mut resolved);
                 o.conversation = Some(used);
                 o.timings.rerank_ms += ms_since(t);
             }
@@ -667,7 +661,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             // sentence answers best leads, and evidence is whether the sentences answer.
             o.confidence = confidence::of_ranked(self.cfg.retriever, &o.hits);
             let mut used = o.conversation.take();
-            self.add_context(&final_norm, &mut resolved, used.as_mut(), &mut o);
+            self.add_context(&final_norm, used.as_mut(), &mut o);
             o.conversation = used;
             o.low_evidence = confidence::is_low(o.confidence, self.cfg.low_evidence_threshold);
             if let Some(used) = &o.conversation {
@@ -686,8 +680,7 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
             o.hits.truncate(self.cfg.top_k);
             o
         });
-        self.spare = final_norm; // keep the buffers' capacity
-        self.resolved = resolved;
+        self.spare = final_norm; // keep the buffer's capacity
         self.reset();
         outcome
     }
@@ -731,22 +724,12 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         used
     }
 
-    /// Ranks and packs the sentences of the results into `o.context` (budget
-    /// `context_tokens`; nothing when 0), read against `question` (the final as its
-    /// conversation resolved it; scratch afterwards), and judges them: with the reader,
-    /// `o.confidence` (the retrieval's) is fused with its logits and the passage whose
-    /// sentence answers best may lead ([`crate::context::judge`]), and a turn that kept
-    /// its own results though they do not answer it reads the context search's
-    /// ([`conversation::second_look`]: at most [`crate::context::read::FINAL_PAIRS`]
-    /// more pairs, only then). The question's embedding is the final's when the dense
-    /// side ran.
-    fn add_context(
-        &mut self,
-        final_norm: &str,
-        question: &mut String,
-        used: Option<&mut Used>,
-        o: &mut Outcome,
-    ) {
+    /// The final's `context` (budget `context_tokens`; nothing when 0) and its evidence
+    /// ([`conversation::read_turn`]: read against the final as its conversation resolved
+    /// it, `o.confidence` fused with the reader's logits, a second look for a turn whose
+    /// own results do not answer it). The question's embedding is the final's when the
+    /// dense side ran.
+    fn add_context(&mut self, final_norm: &str, used: Option<&mut Used>, o: &mut Outcome) {
         let budget = self.u.context_tokens.unwrap_or(self.cfg.context_tokens);
         if budget == 0 {
             return;
@@ -757,37 +740,22 @@ impl<'i, E: Embed> StreamingRetriever<'i, E> {
         let embedder = &mut self.embedder;
         let mut count = |t: &str| crate::context::word_pieces(embedder, t);
         let pairs = self.context.pairs_read();
-        let index = self.searcher.index();
-        let q = query.as_ref();
-        self.context.build(
-            index,
-            q,
-            question,
-            &o.hits,
+        conversation::read_turn(
+            &mut self.context,
+            self.searcher.index(),
+            query.as_ref(),
+            final_norm,
+            self.cfg.retriever,
+            self.cfg.low_evidence_threshold,
             budget,
             &mut count,
+            &self.conv_search,
+            used,
+            &mut o.hits,
             &mut o.context,
+            &mut o.confidence,
+            &mut self.turn_scratch,
         );
-        o.confidence = crate::context::judge(&o.context, &mut o.hits, o.confidence);
-        if let Some(used) = used {
-            conversation::second_look(
-                &mut self.context,
-                index,
-                q,
-                final_norm,
-                self.cfg.retriever,
-                self.cfg.low_evidence_threshold,
-                budget,
-                &mut count,
-                &self.conv_search,
-                used,
-                &mut o.hits,
-                &mut o.context,
-                &mut o.confidence,
-                &mut self.spare_context,
-                question,
-            );
-        }
         o.counts.pairs_read_final = (self.context.pairs_read() - pairs) as u32;
         o.timings.context_ms = ms_since(t);
     }
