@@ -711,9 +711,12 @@ impl<T: Time> Scheduler<T> {
         }
         lane.open = false;
         lane.idle_since = None;
+        // A final without a word (some recognizers end an utterance with an empty one)
+        // stands for the newest partial *received*: the ones superseded unseen count too,
+        // or the answer would depend on how fast the partials came.
         let text = match final_text {
-            Some(t) => t,
-            None => lane.newest.clone(),
+            Some(t) if t.chars().any(char::is_alphanumeric) || lane.newest.is_empty() => t,
+            _ => lane.newest.clone(),
         };
         lane.newest.clear();
         let utterance = mem::take(&mut lane.utterance);

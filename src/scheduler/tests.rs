@@ -305,6 +305,17 @@ fn newest_partial_wins_idle_work_only_when_nothing_waits() {
 }
 
 #[test]
+fn an_empty_final_stands_for_the_newest_partial_received_even_one_superseded_unseen() {
+    let clock = Clock::default();
+    let mut work = Fake::new(&clock, 0.3, 0.05, 0.02);
+    // "x y z" is superseded by the final before any work sees it; the final is empty.
+    let mut sim = Sim::new(&clock, vec![p(0.0, "x y"), p(0.1, "x y z"), f(0.2, " ")]);
+    run(&mut sim, &mut work);
+    assert_eq!(work.calls, ["observe x y", "finalize x y z"]);
+    assert_eq!(sim.done[0].text.as_str(), "x y z");
+}
+
+#[test]
 fn a_final_supersedes_a_waiting_partial_and_waits_for_work_in_progress() {
     let clock = Clock::default();
     let mut work = Fake::new(&clock, 0.3, 0.05, 0.02);
