@@ -684,20 +684,22 @@ pub fn read_turn(
     if budget == 0 {
         return;
     }
+    let mut reading = Reading {
+        builder,
+        index,
+        query,
+        budget,
+        count,
+    };
     let topic = used.as_ref().and_then(|u| u.topic.as_deref());
-    let question = with_topic(text, topic, &mut scratch.question);
-    builder.build(index, query, question, hits, budget, count, ctx);
+    reading.read(text, topic, hits, ctx, &mut scratch.question);
     *conf = crate::context::judge(ctx, hits, *conf);
     if let Some(used) = used {
+        let judging = (retriever, low_evidence_threshold);
         second_look(
-            builder,
-            index,
-            query,
+            &mut reading,
             text,
-            retriever,
-            low_evidence_threshold,
-            budget,
-            count,
+            judging,
             search,
             used,
             hits,
@@ -705,6 +707,34 @@ pub fn read_turn(
             conf,
             scratch,
         );
+    }
+}
+
+/// What [`read_turn`] reads a turn's passages with, for the turn's own results and its
+/// [`second_look`] alike.
+struct Reading<'a, 'c> {
+    builder: &'a mut crate::context::ContextBuilder,
+    index: &'a crate::index::Index,
+    query: Option<&'a Query>,
+    budget: usize,
+    count: &'a mut (dyn FnMut(&str) -> usize + 'c),
+}
+
+impl Reading<'_, '_> {
+    /// The context of `hits` read against `text` followed by `topic`, into `out`
+    /// (`question`: scratch for that text).
+    fn read(
+        &mut self,
+        text: &str,
+        topic: Option<&str>,
+        hits: &Ranked,
+        out: &mut crate::context::Context,
+        question: &mut String,
+    ) {
+        let question = with_topic(text, topic, question);
+        let (index, query, budget) = (self.index, self.query, self.budget);
+        self.builder
+            .build(index, query, question, hits, budget, &mut *self.count, out);
     }
 }
 
@@ -728,14 +758,9 @@ pub const SECOND_LOOK_SUPPORT: usize = 10;
 /// whether the context search's results were taken.
 #[allow(clippy::too_many_arguments)]
 fn second_look(
-    builder: &mut crate::context::ContextBuilder,
-    index: &crate::index::Index,
-    query: Option<&Query>,
+    reading: &mut Reading<'_, '_>,
     text: &str,
-    retriever: crate::ranking::Retriever,
-    low_evidence_threshold: f32,
-    budget: usize,
-    count: &mut dyn FnMut(&str) -> usize,
+    (retriever, low_evidence_threshold): (crate::ranking::Retriever, f32),
     search: &ContextSearch,
     used: &mut Used,
     hits: &mut Ranked,
@@ -756,10 +781,15 @@ fn second_look(
     if r.best >= SECOND_LOOK_BELOW || !supported {
         return false;
     }
-    let question = with_topic(text, Some(topic), &mut scratch.question);
     let retrieval = confidence::of_ranked(retriever, &search.hits);
     let spare = &mut scratch.spare;
-    builder.build(index, query, question, &search.hits, budget, count, spare);
+    reading.read(
+        text,
+        Some(topic),
+        &search.hits,
+        spare,
+        &mut scratch.question,
+    );
     let mut alt = search.hits.clone();
     let alt_conf = crate::context::judge(spare, &mut alt, retrieval);
     // Taken when judged answered, and better: an off-topic question ("What is the wifi
